@@ -1,0 +1,57 @@
+"""foundry-checkpoint: durable checkpoints on Azure AI Foundry's state store.
+
+LangGraph::
+
+    from foundry_checkpoint import FoundryCheckpointer
+    graph = builder.compile(checkpointer=FoundryCheckpointer())
+
+Microsoft Agent Framework: see :mod:`foundry_checkpoint_maf`.
+
+With ``FOUNDRY_HOSTING_ENVIRONMENT`` unset the data lives in an embedded SQLite store under
+``AGENTSERVER_STATE_ROOT``; inside a Foundry-hosted agent the same objects use the hosted
+service. ``FoundryCheckpointer`` is imported lazily, so this package imports without LangGraph.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from .errors import (
+    CheckpointTooLargeError,
+    CorruptPayloadError,
+    FoundryCheckpointError,
+    InvalidIdentifierError,
+    IsolationRefusedError,
+    MissingBlobError,
+)
+from .spill import AzureBlobSpill, LocalSpill, SpillStore
+
+if TYPE_CHECKING:
+    from ._saver import FoundryCheckpointer
+
+__all__ = [
+    "AzureBlobSpill",
+    "CheckpointTooLargeError",
+    "CorruptPayloadError",
+    "FoundryCheckpointError",
+    "FoundryCheckpointer",
+    "InvalidIdentifierError",
+    "IsolationRefusedError",
+    "LocalSpill",
+    "MissingBlobError",
+    "SpillStore",
+]
+
+
+def __getattr__(name: str) -> Any:
+    if name == "FoundryCheckpointer":
+        try:
+            from ._saver import FoundryCheckpointer
+        except ModuleNotFoundError as exc:  # pragma: no cover - depends on the install
+            if exc.name and exc.name.split(".")[0] == "langgraph":
+                raise ImportError(
+                    "FoundryCheckpointer needs LangGraph: pip install 'foundry-checkpoint[langgraph]'"
+                ) from exc
+            raise
+        return FoundryCheckpointer
+    raise AttributeError(f"module 'foundry_checkpoint' has no attribute {name!r}")

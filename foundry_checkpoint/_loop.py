@@ -1,0 +1,102 @@
+"""A private event loop on a background thread, shared by the sync and async faces.
+
+All store I/O of an adapter runs on one loop that the adapter owns. Synchronous callers block on
+it; asynchronous callers await it from whatever loop they run on. So sync ``invoke``, async
+``ainvoke``, Jupyter (a loop already running in the caller's thread), several threads and
+several loops all work, and blocking file I/O of local mode never stalls the caller's loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Awaitable, Callable, Coroutine
+from concurrent.futures import Future
+from typing import Any, TypeVar
+
+__all__ = ["LoopThread"]
+
+T = TypeVar("T")
+
+
+class LoopThread:
+    """Run coroutines on a lazily started background loop.
+
+    ``close()`` is idempotent and safe before first use; a closed ``LoopThread`` starts again
+    on next use.
+
+    Example:
+        >>> async def answer() -> int:
+        ...     return 42
+        >>> lt = LoopThread("example")
+        >>> lt.run(answer())
+        42
+        >>> lt.close(); lt.close()
+    """
+
+    def __init__(self, name: str) -> None:
+        self._name = name
+        self._guard = threading.Lock()
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._thread: threading.Thread | None = None
+
+    @property
+    def running(self) -> bool:
+        """True while the background loop is alive."""
+        return self._loop is not None
+
+    def _ensure(self) -> asyncio.AbstractEventLoop:
+        with self._guard:
+            if self._loop is None:
+                loop = asyncio.new_event_loop()
+                ready = threading.Event()
+
+                def _main() -> None:
+                    asyncio.set_event_loop(loop)
+                    loop.call_soon(ready.set)
+                    loop.run_forever()
+
+                thread = threading.Thread(target=_main, name=self._name, daemon=True)
+                thread.start()
+                ready.wait()
+                self._loop, self._thread = loop, thread
+            return self._loop
+
+    def _submit(self, coro: Coroutine[Any, Any, T]) -> Future[T]:
+        loop = self._ensure()
+        if threading.current_thread() is self._thread:
+            coro.close()
+            raise RuntimeError(
+                "a synchronous checkpoint method was called from the checkpointer's own loop; "
+                "use the async method instead"
+            )
+        return asyncio.run_coroutine_threadsafe(coro, loop)
+
+    def run(self, coro: Coroutine[Any, Any, T]) -> T:
+        """Run ``coro`` on the background loop and block until it finishes."""
+        return self._submit(coro).result()
+
+    async def arun(self, coro: Coroutine[Any, Any, T]) -> T:
+        """Run ``coro`` on the background loop and await it from the caller's loop."""
+        return await asyncio.wrap_future(self._submit(coro))
+
+    def close(self, cleanup: Callable[[], Awaitable[None]] | None = None) -> None:
+        """Run ``cleanup`` on the loop (if it is running), then stop and join it."""
+        with self._guard:
+            loop, thread = self._loop, self._thread
+            self._loop = self._thread = None
+        if loop is None or thread is None:
+            return
+        if thread is threading.current_thread():
+            raise RuntimeError("close() cannot be called from the checkpointer's own loop")
+        try:
+            if cleanup is not None:
+                asyncio.run_coroutine_threadsafe(_awaited(cleanup), loop).result()
+        finally:
+            loop.call_soon_threadsafe(loop.stop)
+            thread.join()
+            loop.close()
+
+
+async def _awaited(cleanup: Callable[[], Awaitable[None]]) -> None:
+    await cleanup()

@@ -1,0 +1,113 @@
+"""Collision-free encoding of user identifiers into store names, item keys and tag values.
+
+The store accepts names and keys of 1-128 characters and tag values of at most 256 characters.
+Identifiers (thread ids, context ids, checkpoint namespaces) can be anything a user passes, so
+they are escaped: characters of ``[A-Za-z0-9_.-]`` stand for themselves and every other UTF-8
+byte becomes ``~XX``. Escaping is injective, and its output never contains ``!`` or ``/``. An
+escaped form that does not fit is replaced by ``!`` followed by the sha256 of the escaped form;
+``!`` marks a hashed form, so a hashed form can never equal an escaped one. Callers keep the
+full identifier in the item value whenever it may have been hashed.
+
+Example:
+    >>> escape("a/b c")
+    'a~2fb~20c'
+    >>> fit("x" * 300, 128).startswith("!")
+    True
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from typing import Final
+
+from .errors import InvalidIdentifierError
+
+__all__ = [
+    "MAX_NAME",
+    "MAX_TAG_VALUE",
+    "check_identifier",
+    "escape",
+    "fit",
+    "item_key",
+    "store_name",
+    "tag_value",
+    "validate_prefix",
+]
+
+MAX_NAME: Final = 128
+MAX_TAG_VALUE: Final = 256
+_MAX_PREFIX: Final = 48
+_SAFE: Final = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_.-")
+_PREFIX_RE: Final = re.compile(r"[A-Za-z0-9_.-]+(/[A-Za-z0-9_.-]+)*")
+
+
+def check_identifier(value: object, what: str) -> str:
+    """Return ``value`` if it is a non-empty string, else raise :class:`InvalidIdentifierError`."""
+    if not isinstance(value, str):
+        raise InvalidIdentifierError(
+            f"{what} must be a string, got {type(value).__name__}: {value!r}"
+        )
+    if not value:
+        raise InvalidIdentifierError(f"{what} must be a non-empty string")
+    return value
+
+
+def escape(value: str) -> str:
+    """Escape ``value`` injectively into ``[A-Za-z0-9_.~-]`` (``~XX`` per other UTF-8 byte)."""
+    raw = value.encode("utf-8", "surrogatepass")
+    out = "".join(chr(b) if b in _SAFE else f"~{b:02x}" for b in raw)
+    # A segment never starts with "." (no "." or ".." path segments); "~2e" decodes the same.
+    return "~2e" + out[1:] if out.startswith(".") else out
+
+
+def fit(escaped: str, limit: int) -> str:
+    """``escaped`` if it fits ``limit`` characters, else ``!`` + its sha256 (65 characters)."""
+    if len(escaped) <= limit:
+        return escaped
+    return "!" + hashlib.sha256(escaped.encode("ascii")).hexdigest()
+
+
+def validate_prefix(prefix: object) -> str:
+    """Check a store prefix: 1-48 characters of ``[A-Za-z0-9_.-]`` segments joined by ``/``."""
+    text = check_identifier(prefix, "store_prefix")
+    if len(text) > _MAX_PREFIX or not _PREFIX_RE.fullmatch(text):
+        raise InvalidIdentifierError(
+            f"store_prefix {text!r} must be 1-{_MAX_PREFIX} characters of [A-Za-z0-9_.-] "
+            "segments separated by '/'"
+        )
+    return text
+
+
+def store_name(prefix: str, kind: str, scope: str | None = None) -> str:
+    """The store name of ``scope`` under ``prefix``: ``<prefix>/<kind>[/<escaped scope>]``.
+
+    ``kind`` is a fixed word chosen by the caller (``"t"`` for threads, ``"index"``), so stores
+    of different kinds never share a name.
+
+    Example:
+        >>> store_name("langgraph", "t", "user 1")
+        'langgraph/t/user~201'
+    """
+    head = f"{prefix}/{kind}"
+    if scope is None:
+        return head
+    return f"{head}/{fit(escape(scope), MAX_NAME - len(head) - 1)}"
+
+
+def item_key(*parts: str) -> str:
+    """An item key made of escaped ``parts`` joined by ``/`` (hashed when too long).
+
+    The first part should be a short fixed word naming the kind of item, which keeps the
+    kinds apart even when a key is hashed (``!`` keys carry their kind in tags and values).
+
+    Example:
+        >>> item_key("c", "", "1ef-2")
+        'c//1ef-2'
+    """
+    return fit("/".join(escape(p) for p in parts), MAX_NAME)
+
+
+def tag_value(value: str) -> str:
+    """A tag value for ``value``: escaped, or hashed when longer than 256 characters."""
+    return fit(escape(value), MAX_TAG_VALUE)

@@ -1,0 +1,64 @@
+"""Typed errors raised by foundry-checkpoint.
+
+Every error derives from :class:`FoundryCheckpointError`, names the thread, context or key it
+concerns, and says what to do about it. Nothing is half-written when one of them is raised: the
+operation that raised it either completed before the error or left the store as it was.
+
+Example:
+    >>> from foundry_checkpoint.errors import FoundryCheckpointError, InvalidIdentifierError
+    >>> issubclass(InvalidIdentifierError, FoundryCheckpointError)
+    True
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "CheckpointTooLargeError",
+    "CorruptPayloadError",
+    "FoundryCheckpointError",
+    "InvalidIdentifierError",
+    "IsolationRefusedError",
+    "MissingBlobError",
+]
+
+
+class FoundryCheckpointError(Exception):
+    """Base class of every error this package raises on purpose."""
+
+
+class InvalidIdentifierError(FoundryCheckpointError, ValueError):
+    """An identifier (thread id, context id, checkpoint id, prefix) cannot be used.
+
+    Raised for empty identifiers or identifiers of the wrong type, before anything is written.
+    """
+
+
+class CheckpointTooLargeError(FoundryCheckpointError):
+    """A value is larger than the store's 1 MB item limit and no spill store is configured.
+
+    Fix: pass ``spill=AzureBlobSpill(...)`` (hosted mode) or ``spill=LocalSpill(...)``, or set
+    the ``FOUNDRY_CHECKPOINT_BLOB_*`` environment variables. Nothing was written.
+    """
+
+
+class IsolationRefusedError(FoundryCheckpointError):
+    """An existing store was created without ``user_isolation`` and is refused.
+
+    Such a store would let every end user read every other user's checkpoints. Fix: use another
+    ``store_prefix`` or delete the store (after moving its data) so it is re-created isolated.
+    """
+
+
+class CorruptPayloadError(FoundryCheckpointError):
+    """A stored payload failed its integrity check (sha256 mismatch, bad encoding, bad codec).
+
+    The item or spilled blob was changed outside this package or damaged in storage.
+    """
+
+
+class MissingBlobError(FoundryCheckpointError):
+    """An item references a spilled blob that no longer exists.
+
+    The blob was deleted outside this package (for example by a lifecycle rule that is shorter
+    than the store's item TTL) or the spill store configuration points at another container.
+    """
