@@ -25,6 +25,7 @@ from azure.ai.agentserver.core.storage import (
 )
 
 from . import _codec
+from ._local_store import default_state_root
 from ._loop import LoopThread
 from ._naming import check_identifier, item_key, store_name, validate_prefix
 from ._protocol import StateStoreLike
@@ -35,7 +36,7 @@ if TYPE_CHECKING:
 
     from .spill import SpillStore
 
-__all__ = ["BackendKind", "CheckpointCore", "LocalBackend", "Scope", "all_keys", "hosted", "state_root"]
+__all__ = ["BackendKind", "CheckpointCore", "LocalBackend", "Scope", "all_keys", "hosted"]
 
 T = TypeVar("T")
 LocalBackend = Literal["sqlite", "sdk"]
@@ -46,12 +47,6 @@ _META_KEY: Final = item_key("m", "spill")
 _META_TAGS: Final = {"kind": "meta"}
 _INDEX_TAGS: Final = {"kind": "scope"}
 _PAGE: Final = 100
-
-
-def state_root() -> Path:
-    """The local state root: ``$AGENTSERVER_STATE_ROOT``, else ``~/.agentserver``."""
-    root = os.environ.get("AGENTSERVER_STATE_ROOT")
-    return Path(root).expanduser() if root else Path.home() / ".agentserver"
 
 
 def hosted() -> bool:
@@ -216,7 +211,7 @@ class CheckpointCore:
         self.kind: BackendKind = (
             "hosted" if hosted() else ("local-sqlite" if local_backend == "sqlite" else "local-sdk")
         )
-        root = state_root()
+        root = default_state_root()
         if self.kind == "hosted":
             self.location = endpoint or os.environ.get("FOUNDRY_PROJECT_ENDPOINT", "(unset)")
         elif self.kind == "local-sqlite":

@@ -1,0 +1,212 @@
+"""``FoundryStateStore``'s own local mode, hardened for several processes (``local_backend="sdk"``).
+
+The SDK's local mode keeps one JSON file per store,
+``<state root>/state_stores/<base64url(name) without padding>.json``, rewrites it whole on every
+write and guards it with a per-process lock only: three processes writing 60 distinct keys
+each to one store kept 76 of 180 items. :class:`LockedSdkStore` runs every call of the SDK
+client under an inter-process :class:`filelock.FileLock` on ``<that file>.lock`` and off the
+event loop: a worker thread acquires the lock and drives the SDK call, which in local mode
+never suspends (it reads and writes the file synchronously).
+
+Example:
+    >>> import asyncio, os, tempfile
+    >>> async def demo() -> dict:
+    ...     store = await LockedSdkStore.get_or_create(
+    ...         "threads/t1", user_isolation=True, item_ttl_seconds=-1)
+    ...     await store.set_item("latest", {"id": "c1"})
+    ...     return (await store.get_item("latest")).value
+    >>> from unittest import mock
+    >>> with tempfile.TemporaryDirectory() as tmp, mock.patch.dict(
+    ...         os.environ, {"AGENTSERVER_STATE_ROOT": tmp}):
+    ...     asyncio.run(demo())
+    {'id': 'c1'}
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import os
+from collections.abc import Callable, Coroutine, Mapping
+from pathlib import Path
+from typing import Any, TypeVar
+
+from azure.ai.agentserver.core.storage import (
+    DeletedStateStore,
+    DeletedStateStoreItem,
+    FoundryStateStore,
+    FoundryStorageNotFoundError,
+    JSONObject,
+    Order,
+    StateStore,
+    StateStoreItem,
+    StateStoreItemKeyPage,
+    StateStoreItemRef,
+)
+from filelock import FileLock
+
+from foundry_checkpoint.errors import FoundryCheckpointError
+
+__all__ = ["LockedSdkStore"]
+
+_HOSTING_ENV = "FOUNDRY_HOSTING_ENVIRONMENT"
+_STATE_ROOT_ENV = "AGENTSERVER_STATE_ROOT"
+_DEFAULT_ROOT_DIRNAME = ".agentserver"
+_SDK_SUBDIR = "state_stores"
+
+_T = TypeVar("_T")
+
+
+def _store_file(name: str) -> Path:
+    """The JSON file the SDK's local mode uses for ``name`` (same rule as the SDK)."""
+    configured = os.environ.get(_STATE_ROOT_ENV)
+    root = Path(configured) if configured else Path.home() / _DEFAULT_ROOT_DIRNAME
+    segment = base64.urlsafe_b64encode(name.encode("utf-8")).decode("ascii").rstrip("=")
+    return root / _SDK_SUBDIR / f"{segment}.json"
+
+
+def _drive(call: Callable[[], Coroutine[Any, Any, _T]]) -> _T:
+    """Run a local-mode SDK coroutine to completion without an event loop.
+
+    Local mode does all its work synchronously inside the coroutine, so it finishes on the
+    first step. A coroutine that suspends would be waiting for network I/O, i.e. hosted mode,
+    which this wrapper never drives.
+    """
+    coroutine = call()
+    try:
+        coroutine.send(None)
+    except StopIteration as finished:
+        result: _T = finished.value
+        return result
+    coroutine.close()
+    raise FoundryCheckpointError(
+        "The SDK state store tried to do network I/O; LockedSdkStore only wraps its local "
+        f"mode. Unset {_HOSTING_ENV} or use the hosted client directly."
+    )
+
+
+def _locked(lock: FileLock, call: Callable[[], Coroutine[Any, Any, _T]]) -> _T:
+    with lock:
+        return _drive(call)
+
+
+class LockedSdkStore:
+    """``FoundryStateStore`` in local mode, every call under an inter-process file lock.
+
+    Satisfies ``StateStoreLike``. The SDK's local mode does not enforce ``user_isolation``
+    (any caller reads any item) and checks TTL in whole seconds; this wrapper keeps those
+    semantics and adds only the cross-process lock. ``get_item`` answers None when the store
+    itself is missing, as the hosted client does.
+
+    Example:
+        >>> import asyncio, os, tempfile
+        >>> async def demo() -> bool:
+        ...     store = await LockedSdkStore.get_or_create(
+        ...         "s", user_isolation=True, item_ttl_seconds=-1)
+        ...     await store.create_item("a", {"n": 1})
+        ...     return (await store.list_keys()).keys[0].key == "a"
+        >>> from unittest import mock
+        >>> with tempfile.TemporaryDirectory() as tmp, mock.patch.dict(
+        ...         os.environ, {"AGENTSERVER_STATE_ROOT": tmp}):
+        ...     asyncio.run(demo())
+        True
+    """
+
+    def __init__(self, store: FoundryStateStore, lock: FileLock) -> None:
+        self._store = store
+        self._lock = lock
+
+    @classmethod
+    async def get_or_create(
+        cls, name: str, *, user_isolation: bool, item_ttl_seconds: int, **kwargs: Any
+    ) -> LockedSdkStore:
+        """Open (or create) the local-mode store ``name``; extra keywords go to the SDK.
+
+        Raises ``FoundryCheckpointError`` when ``FOUNDRY_HOSTING_ENVIRONMENT`` is set: the SDK
+        would then talk to the hosted service, which needs no file lock.
+        """
+        if os.environ.get(_HOSTING_ENV):
+            raise FoundryCheckpointError(
+                f"{_HOSTING_ENV} is set, so FoundryStateStore runs in hosted mode; the SDK's "
+                "local backend is only available when it is unset."
+            )
+        path = _store_file(name)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        lock = FileLock(path.with_name(path.name + ".lock"))
+        store = await asyncio.to_thread(
+            _locked,
+            lock,
+            lambda: FoundryStateStore.get_or_create(
+                name, user_isolation=user_isolation, item_ttl_seconds=item_ttl_seconds, **kwargs
+            ),
+        )
+        return cls(store, lock)
+
+    @property
+    def name(self) -> str:
+        """The store's name."""
+        return self._store.name
+
+    async def get(self) -> StateStore:
+        """The store's descriptor; ``FoundryStorageNotFoundError`` when it was deleted."""
+        return await self._run(self._store.get)
+
+    async def create_item(
+        self, key: str, value: JSONObject, *, tags: Mapping[str, str] | None = None
+    ) -> StateStoreItemRef:
+        """Create an item; ``FoundryStorageConflictError`` when the key exists."""
+        return await self._run(lambda: self._store.create_item(key, value, tags=tags))
+
+    async def set_item(
+        self,
+        key: str,
+        value: JSONObject,
+        *,
+        tags: Mapping[str, str] | None = None,
+        if_match: str | None = None,
+        require_exists: bool = False,
+    ) -> StateStoreItemRef:
+        """Create or replace an item; ``require_exists`` is ``if_match="*"``."""
+        return await self._run(
+            lambda: self._store.set_item(
+                key, value, tags=tags, if_match=if_match, require_exists=require_exists
+            )
+        )
+
+    async def get_item(self, key: str) -> StateStoreItem | None:
+        """The item, or None when it does not exist, has expired, or the store is gone."""
+        try:
+            return await self._run(lambda: self._store.get_item(key))
+        except FoundryStorageNotFoundError:
+            return None
+
+    async def delete_item(self, key: str, *, if_match: str | None = None) -> DeletedStateStoreItem:
+        """Delete an item (idempotent unless ``if_match`` is given)."""
+        return await self._run(lambda: self._store.delete_item(key, if_match=if_match))
+
+    async def list_keys(
+        self,
+        *,
+        tags: Mapping[str, str] | None = None,
+        limit: int | None = None,
+        after: str | None = None,
+        before: str | None = None,
+        order: Order = "desc",
+    ) -> StateStoreItemKeyPage:
+        """One page of keys ordered by ``(created_at, id)``, filtered by exact tags."""
+        return await self._run(
+            lambda: self._store.list_keys(
+                tags=tags, limit=limit, after=after, before=before, order=order
+            )
+        )
+
+    async def delete(self) -> DeletedStateStore:
+        """Delete the store's file (every item in it)."""
+        return await self._run(self._store.delete)
+
+    async def aclose(self) -> None:
+        """Release the SDK client (nothing is held open in local mode); idempotent."""
+        await self._store.aclose()
+
+    async def _run(self, call: Callable[[], Coroutine[Any, Any, _T]]) -> _T:
+        return await asyncio.to_thread(_locked, self._lock, call)

@@ -1,0 +1,79 @@
+"""Quickstart: a LangGraph agent whose progress survives a restart (the `make demo` sample).
+
+What it shows:
+- ``FoundryCheckpointer()`` with no arguments: the embedded local store under
+  ``AGENTSERVER_STATE_ROOT`` (here a temporary folder unless you set it), the same code that
+  runs unchanged inside a Foundry-hosted agent;
+- a run interrupted half way (a "crash"), then resumed by a brand-new checkpointer, as a new
+  process would: the graph continues from the latest checkpoint instead of starting over;
+- the checkpoint history of the thread.
+
+No model, key or network is needed.
+"""
+
+from __future__ import annotations
+
+import operator
+import os
+import tempfile
+from typing import Annotated, TypedDict
+
+from langgraph.graph import END, START, StateGraph
+
+from foundry_checkpoint import FoundryCheckpointer
+
+
+class State(TypedDict):
+    done: Annotated[list[str], operator.add]
+
+
+STEPS = ["plan", "research", "draft", "review", "publish"]
+CRASH_AT = "review"
+
+
+def make_step(name: str, crash: bool):  # type: ignore[no-untyped-def]
+    def step(state: State) -> dict[str, list[str]]:
+        if crash and name == CRASH_AT:
+            raise RuntimeError(f"simulated crash in {name!r}")
+        print(f"  running {name}")
+        return {"done": [name]}
+
+    return step
+
+
+def build(checkpointer: FoundryCheckpointer, *, crash: bool):  # type: ignore[no-untyped-def]
+    builder = StateGraph(State)
+    previous = START
+    for name in STEPS:
+        builder.add_node(name, make_step(name, crash))
+        builder.add_edge(previous, name)
+        previous = name
+    builder.add_edge(previous, END)
+    return builder.compile(checkpointer=checkpointer)
+
+
+def main() -> None:
+    os.environ.setdefault("AGENTSERVER_STATE_ROOT", tempfile.mkdtemp(prefix="foundry-demo-"))
+    config = {"configurable": {"thread_id": "demo-thread"}}
+
+    print("1) first run, which crashes before it finishes:")
+    with FoundryCheckpointer() as saver:
+        print(f"   {saver!r}")
+        try:
+            build(saver, crash=True).invoke({"done": []}, config)
+        except RuntimeError as exc:
+            print(f"   crashed: {exc}")
+
+    print("2) a new checkpointer (as a restarted process would have) resumes the thread:")
+    with FoundryCheckpointer() as saver:
+        graph = build(saver, crash=False)
+        state = graph.get_state(config)
+        print(f"   saved progress: {state.values['done']}, next: {list(state.next)}")
+        result = graph.invoke(None, config)
+        print(f"   finished: {result['done']}")
+        history = list(saver.list(config))
+        print(f"   {len(history)} checkpoints in the thread; latest step {history[0].metadata['step']}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,200 @@
+"""The embedded local default: ``default_engine`` and the ``EngineStore`` face."""
+
+from __future__ import annotations
+
+import asyncio
+import multiprocessing
+import threading
+from pathlib import Path
+from typing import Any
+
+import pytest
+from azure.ai.agentserver.core.storage import (
+    FoundryStorageConflictError,
+    FoundryStorageNotFoundError,
+    FoundryStoragePreconditionError,
+    StateStore,
+    StateStoreItem,
+    StateStoreItemKey,
+    StateStoreItemKeyPage,
+    StateStoreItemRef,
+)
+
+from foundry_checkpoint._engine import StateEngine
+from foundry_checkpoint._local_store import EngineStore, default_engine, default_state_root
+from foundry_checkpoint._protocol import StateStoreLike
+
+WRITERS = 4
+ITEMS_PER_WRITER = 100
+
+
+@pytest.fixture
+def engine() -> StateEngine:
+    return StateEngine()
+
+
+def test_default_engine_is_one_per_file_and_process(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("AGENTSERVER_STATE_ROOT", str(tmp_path / "root"))
+    assert default_state_root() == tmp_path / "root"
+    engine = default_engine()
+    assert engine.path == (tmp_path / "root" / "foundry_checkpoint" / "state.sqlite3").resolve()
+    assert engine.path is not None and engine.path.exists()
+    assert default_engine(tmp_path / "root") is engine
+    other = default_engine(tmp_path / "other")
+    assert other is not engine
+    engine.close()
+    fresh = default_engine()
+    assert fresh is not engine and not fresh.closed
+    fresh.close()
+    other.close()
+
+
+def test_default_state_root_falls_back_to_home(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("AGENTSERVER_STATE_ROOT", raising=False)
+    assert default_state_root() == Path.home() / ".agentserver"
+
+
+async def test_engine_store_returns_sdk_models(engine: StateEngine) -> None:
+    store: StateStoreLike = await EngineStore.get_or_create(
+        engine, "s", user_isolation=True, item_ttl_seconds=60, description="d"
+    )
+    assert store.name == "s"
+    descriptor = await store.get()
+    assert isinstance(descriptor, StateStore)
+    assert (descriptor.user_isolation, descriptor.item_ttl_seconds, descriptor.description) == (
+        True,
+        60,
+        "d",
+    )
+
+    ref = await store.create_item("a", {"n": 1}, tags={"kind": "cp"})
+    assert isinstance(ref, StateStoreItemRef) and ref.key == "a"
+    item = await store.get_item("a")
+    assert isinstance(item, StateStoreItem)
+    assert (item.value, item.tags, item.etag) == ({"n": 1}, {"kind": "cp"}, ref.etag)
+    page = await store.list_keys(tags={"kind": "cp"})
+    assert isinstance(page, StateStoreItemKeyPage)
+    assert [type(k) for k in page.keys] == [StateStoreItemKey]
+    assert (page.keys[0].id, page.first_id, page.last_id, page.has_more) == (
+        ref.id,
+        ref.id,
+        ref.id,
+        False,
+    )
+    deleted = await store.delete_item("a")
+    assert (deleted.key, deleted.deleted) == ("a", True)
+    assert await store.get_item("a") is None
+    gone = await store.delete()
+    assert (gone.name, gone.deleted) == ("s", True)
+    await store.aclose()
+    await store.aclose()
+
+
+async def test_get_or_create_keeps_an_existing_store(engine: StateEngine) -> None:
+    engine.create_store("s", user_isolation=False, item_ttl_seconds=5)
+    store = await EngineStore.get_or_create(engine, "s", user_isolation=True, item_ttl_seconds=-1)
+    descriptor = await store.get()
+    assert (descriptor.user_isolation, descriptor.item_ttl_seconds) == (False, 5)
+
+
+async def test_conditional_writes(engine: StateEngine) -> None:
+    store = await EngineStore.get_or_create(engine, "s", user_isolation=True, item_ttl_seconds=-1)
+    with pytest.raises(FoundryStoragePreconditionError) as missing:
+        await store.set_item("a", {}, require_exists=True)
+    assert missing.value.current_etag is None
+    first = await store.set_item("a", {"v": 1})
+    second = await store.set_item("a", {"v": 2}, require_exists=True)
+    with pytest.raises(FoundryStoragePreconditionError) as stale:
+        await store.set_item("a", {"v": 3}, if_match=first.etag)
+    assert stale.value.current_etag == second.etag
+    with pytest.raises(FoundryStorageConflictError):
+        await store.create_item("a", {})
+    with pytest.raises(ValueError, match="mutually exclusive"):
+        await store.set_item("a", {}, if_match=second.etag, require_exists=True)
+    with pytest.raises(ValueError, match="mutually exclusive"):
+        await store.list_keys(after="x", before="y")
+    with pytest.raises(FoundryStoragePreconditionError):
+        await store.delete_item("a", if_match=first.etag)
+    assert (await store.delete_item("a", if_match=second.etag)).id == first.id
+
+
+async def test_users_are_isolated_through_the_face(engine: StateEngine) -> None:
+    ann = await EngineStore.get_or_create(
+        engine, "s", user_isolation=True, item_ttl_seconds=-1, user="ann"
+    )
+    bob = await EngineStore.get_or_create(
+        engine, "s", user_isolation=True, item_ttl_seconds=-1, user="bob"
+    )
+    assert (ann.user, bob.user) == ("ann", "bob")
+    await ann.set_item("k", {"who": "ann"})
+    assert await bob.get_item("k") is None
+    assert (await bob.list_keys()).keys == []
+    await bob.set_item("k", {"who": "bob"})
+    ann_item = await ann.get_item("k")
+    assert ann_item is not None and ann_item.value == {"who": "ann"}
+
+
+async def test_deleted_store_reads_as_missing(engine: StateEngine) -> None:
+    store = await EngineStore.get_or_create(engine, "s", user_isolation=True, item_ttl_seconds=-1)
+    await store.set_item("a", {})
+    await store.delete()
+    assert await store.get_item("a") is None  # as the hosted client answers a 404
+    with pytest.raises(FoundryStorageNotFoundError):
+        await store.get()
+    with pytest.raises(FoundryStorageNotFoundError):
+        await store.set_item("a", {})
+
+
+async def test_calls_run_off_the_event_loop(
+    engine: StateEngine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = await EngineStore.get_or_create(engine, "s", user_isolation=True, item_ttl_seconds=-1)
+    on_loop_thread: list[bool] = []
+    original = engine.put_item
+
+    def spy(*args: Any, **kwargs: Any) -> Any:
+        on_loop_thread.append(threading.current_thread() is threading.main_thread())
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(engine, "put_item", spy)
+    await store.set_item("a", {})
+    assert threading.current_thread() is threading.main_thread()
+    assert on_loop_thread == [False]
+
+
+def _engine_writer(root: str, writer: int) -> None:
+    async def run() -> None:
+        engine = default_engine(Path(root))
+        store = await EngineStore.get_or_create(
+            engine, "shared", user_isolation=True, item_ttl_seconds=-1
+        )
+        for i in range(ITEMS_PER_WRITER):
+            await store.set_item(f"w{writer}-{i:03d}", {"i": i}, tags={"w": str(writer)})
+        engine.close()
+
+    asyncio.run(run())
+
+
+def test_four_processes_keep_every_write(tmp_path: Path) -> None:
+    context = multiprocessing.get_context("spawn")
+    processes = [
+        context.Process(target=_engine_writer, args=(str(tmp_path), n)) for n in range(WRITERS)
+    ]
+    for process in processes:
+        process.start()
+    for process in processes:
+        process.join(120)
+    assert [p.exitcode for p in processes] == [0] * WRITERS
+
+    engine = StateEngine(tmp_path / "foundry_checkpoint" / "state.sqlite3")
+    seen: set[str] = set()
+    page = engine.list_keys("shared", user="local", limit=100)
+    seen.update(entry["key"] for entry in page["data"])
+    while page["has_more"]:
+        page = engine.list_keys("shared", user="local", limit=100, after=page["last_id"])
+        seen.update(entry["key"] for entry in page["data"])
+    engine.close()
+    assert len(seen) == WRITERS * ITEMS_PER_WRITER
+    assert seen == {f"w{w}-{i:03d}" for w in range(WRITERS) for i in range(ITEMS_PER_WRITER)}
