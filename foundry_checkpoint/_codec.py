@@ -1,0 +1,335 @@
+"""The item codec: checkpoint bytes <-> one compact state-store item value.
+
+A value is a flat JSON object of short fields, never nested JSON (nested values cost the SDK's
+local mode many times more per write). Two forms exist, both with format ``"v": 1``:
+
+* **inline**: ``{"v": 1, "c": "raw", "d": <base64>, "k": <crc32>}`` or
+  ``{"v": 1, "c": "z", "d": <base64 of a zlib stream>}``;
+* **reference** to a spilled blob: ``{"v": 1, "c": "raw" | "z", "s": <sha256>, "n": <size>}``.
+
+``c`` is the codec: ``"z"`` (zlib, level 6) is used only when it makes the payload smaller,
+otherwise ``"raw"``. Integrity is checked on every read:
+
+* ``"raw"`` inline values carry ``"k"``, the CRC-32 of the payload as 8 lowercase hex digits;
+* ``"z"`` inline values rely on the zlib stream's own Adler-32 checksum and structure (a
+  truncated stream or trailing bytes are rejected too);
+* references carry the sha256 of the stored (possibly compressed) blob, which is also its
+  content-addressed name, and ``"n"``, the size of the *decoded* payload, checked after
+  decompression (and used to bound it).
+
+Any failure raises :class:`~foundry_checkpoint.errors.CorruptPayloadError` naming ``where``.
+These checks catch damage and accidental edits; they are not a signature against a deliberate
+forger with write access to the store.
+
+The size that decides between the forms is measured on the exact request body the SDK sends to
+create the item (``json.dumps({"key": key, "value": value, "tags": tags})`` with the default
+separators and ASCII escaping; ``tags`` omitted when empty), which is larger than the item value
+alone. It must fit :data:`INLINE_BUDGET`, a safety margin below the store's 1 MB limit
+(:data:`ITEM_LIMIT`). A value that does not fit is uploaded to the spill store **before** the
+reference is returned, so an item written with the returned value never points at a blob that
+was not stored. Callers may add ``extra`` string fields (for example the full identifier when a
+key had to be hashed); they count towards the size.
+
+Example:
+    >>> import asyncio
+    >>> value = asyncio.run(encode(b"hello", key="k", tags=None, extra=None,
+    ...                            spill=None, namespace=None, where="checkpoint 1"))
+    >>> value
+    {'v': 1, 'c': 'raw', 'd': 'aGVsbG8=', 'k': '3610a686'}
+    >>> asyncio.run(decode(value, spill=None, namespace=None, where="checkpoint 1"))
+    b'hello'
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import binascii
+import hashlib
+import json
+import re
+import zlib
+from collections.abc import Callable, Mapping
+from typing import Any, Final, TypeVar
+
+from .errors import CheckpointTooLargeError, CorruptPayloadError, MissingBlobError
+from .spill import SpillStore
+
+__all__ = [
+    "FORMAT",
+    "INLINE_BUDGET",
+    "ITEM_LIMIT",
+    "decode",
+    "encode",
+    "encode_inline",
+    "spilled_digest",
+]
+
+ITEM_LIMIT: Final = 1_048_576
+"""The state store's limit on a serialized item value, in bytes."""
+
+INLINE_BUDGET: Final = 1_000_000
+"""Largest create-request body (key + value + tags as JSON) written inline; 48 KiB below the
+item limit, so that the request envelope and any server-side accounting differences fit."""
+
+FORMAT: Final = 1
+"""The value format written by this version (the ``"v"`` field)."""
+
+_RAW: Final = "raw"
+_ZLIB: Final = "z"
+_LEVEL: Final = 6
+_RESERVED: Final = frozenset({"v", "c", "d", "k", "s", "n"})
+_THREAD_THRESHOLD: Final = 256 * 1024  # CPU work on larger payloads runs in a worker thread
+_DIGEST_RE: Final = re.compile(r"[0-9a-f]{64}")
+_CRC_RE: Final = re.compile(r"[0-9a-f]{8}")
+
+_T = TypeVar("_T")
+
+
+async def _cpu(size: int, func: Callable[[], _T]) -> _T:
+    """Run ``func`` inline for small inputs, in a worker thread for large ones.
+
+    zlib, hashlib and base64 release the GIL on large buffers, so the event loop (the
+    checkpointer's private I/O loop) keeps serving other store calls meanwhile.
+    """
+    if size >= _THREAD_THRESHOLD:
+        return await asyncio.to_thread(func)
+    return func()
+
+
+def _pack(payload: bytes) -> tuple[str, bytes]:
+    """``("z", compressed)`` when zlib makes ``payload`` smaller, else ``("raw", payload)``."""
+    if payload:
+        compressed = zlib.compress(payload, _LEVEL)
+        if len(compressed) < len(payload):
+            return _ZLIB, compressed
+    return _RAW, payload
+
+
+def _crc(payload: bytes) -> str:
+    return f"{zlib.crc32(payload):08x}"
+
+
+def _b64_len(size: int) -> int:
+    return 4 * ((size + 2) // 3)
+
+
+def _request_size(key: str, value: Mapping[str, Any], tags: Mapping[str, str] | None) -> int:
+    """Bytes of the SDK's create-item request body for this key, value and tags."""
+    body: dict[str, Any] = {"key": key, "value": dict(value)}
+    if tags:
+        body["tags"] = dict(tags)
+    return len(json.dumps(body).encode("utf-8"))
+
+
+def _check_extra(extra: Mapping[str, str] | None) -> dict[str, str]:
+    if not extra:
+        return {}
+    clash = sorted(_RESERVED.intersection(extra))
+    if clash:
+        raise ValueError(f"extra fields {clash} clash with the codec's own fields")
+    for name, text in extra.items():
+        if not isinstance(name, str) or not isinstance(text, str):
+            raise TypeError("extra fields must map str to str")
+    return dict(extra)
+
+
+def _inline_value(codec: str, payload: bytes, data: str) -> dict[str, Any]:
+    value: dict[str, Any] = {"v": FORMAT, "c": codec, "d": data}
+    if codec == _RAW:
+        value["k"] = _crc(payload)
+    return value
+
+
+def encode_inline(payload: bytes) -> dict[str, Any]:
+    """The inline item value for ``payload``, whatever its size (no budget check).
+
+    Example:
+        >>> encode_inline(b"")
+        {'v': 1, 'c': 'raw', 'd': '', 'k': '00000000'}
+        >>> encode_inline(b"a" * 100)["c"]
+        'z'
+    """
+    codec, stored = _pack(bytes(payload))
+    return _inline_value(codec, payload, base64.b64encode(stored).decode("ascii"))
+
+
+async def encode(
+    payload: bytes,
+    *,
+    key: str,
+    tags: Mapping[str, str] | None,
+    extra: Mapping[str, str] | None,
+    spill: SpillStore | None,
+    namespace: str | None,
+    where: str,
+) -> dict[str, Any]:
+    """Encode ``payload`` as the value of item ``key``, spilling it when it does not fit.
+
+    Returns the inline value (plus ``extra``) when the create-request body fits
+    :data:`INLINE_BUDGET`. Otherwise stores the (compressed when smaller) bytes in ``spill``
+    under ``namespace`` first and returns a reference. Raises
+    :class:`~foundry_checkpoint.errors.CheckpointTooLargeError` naming ``where`` before anything
+    is written when no spill store (or no namespace) is given, or when ``key``, ``tags`` and
+    ``extra`` alone exceed the budget.
+
+    Example:
+        >>> import asyncio
+        >>> value = asyncio.run(encode(b"x" * 10_000, key="k", tags={"t": "1"},
+        ...                            extra={"id": "thread-1"}, spill=None, namespace=None,
+        ...                            where="checkpoint 1"))
+        >>> value["c"], value["id"]
+        ('z', 'thread-1')
+    """
+    payload = bytes(payload)
+    fields = _check_extra(extra)
+    codec, stored = await _cpu(len(payload), lambda: _pack(payload))
+
+    skeleton = {**_inline_value(codec, payload, ""), **fields}
+    inline_size = _request_size(key, skeleton, tags) + _b64_len(len(stored))
+    if inline_size <= INLINE_BUDGET:
+        skeleton["d"] = await _cpu(len(stored), lambda: base64.b64encode(stored).decode("ascii"))
+        return skeleton
+
+    if spill is None or namespace is None:
+        missing = "no spill store" if spill is None else "no spill namespace"
+        raise CheckpointTooLargeError(
+            f"{where} is too large for one state-store item: the create request would be "
+            f"{inline_size:,} bytes (payload {len(payload):,} bytes, {codec} encoded), over the "
+            f"{INLINE_BUDGET:,}-byte budget under the store's {ITEM_LIMIT:,}-byte item limit, "
+            f"and {missing} is configured. Fix: pass spill=AzureBlobSpill(...) (hosted mode) or "
+            "spill=LocalSpill(...), or set FOUNDRY_CHECKPOINT_BLOB_CONNECTION_STRING or "
+            "FOUNDRY_CHECKPOINT_BLOB_ACCOUNT_URL. Nothing was written."
+        )
+
+    digest = await _cpu(len(stored), lambda: hashlib.sha256(stored).hexdigest())
+    reference: dict[str, Any] = {"v": FORMAT, "c": codec, "s": digest, "n": len(payload)}
+    reference.update(fields)
+    reference_size = _request_size(key, reference, tags)
+    if reference_size > INLINE_BUDGET:
+        raise CheckpointTooLargeError(
+            f"{where}: the item key, tags and extra fields alone need {reference_size:,} "
+            f"bytes, over the {INLINE_BUDGET:,}-byte request budget. Shorten them. "
+            "Nothing was written."
+        )
+    await spill.put(namespace, digest, stored)
+    return reference
+
+
+def _corrupt(where: str, why: str) -> CorruptPayloadError:
+    return CorruptPayloadError(
+        f"{where} cannot be decoded: {why}. The stored value was changed or damaged outside "
+        "foundry-checkpoint, or written by an incompatible version."
+    )
+
+
+def _inflate(where: str, data: bytes, limit: int | None) -> bytes:
+    """Decompress one complete zlib stream (at most ``limit`` bytes when given)."""
+    inflater = zlib.decompressobj()
+    try:
+        if limit is None:
+            out = inflater.decompress(data)
+        else:
+            out = inflater.decompress(data, limit + 1)
+            if len(out) > limit:
+                raise _corrupt(where, f"the payload inflates beyond its recorded size {limit}")
+        out += inflater.flush()
+    except zlib.error as exc:
+        raise _corrupt(where, f"bad zlib data ({exc})") from None
+    if not inflater.eof or inflater.unused_data or inflater.unconsumed_tail:
+        raise _corrupt(where, "the zlib stream is truncated or followed by extra bytes")
+    return out
+
+
+async def decode(
+    value: Mapping[str, Any],
+    *,
+    spill: SpillStore | None,
+    namespace: str | None,
+    where: str,
+) -> bytes:
+    """The payload an item value holds, fetching and verifying a spilled blob if referenced.
+
+    Raises :class:`~foundry_checkpoint.errors.CorruptPayloadError` (unknown format or codec, bad
+    base64 or zlib, checksum or sha256 mismatch) and
+    :class:`~foundry_checkpoint.errors.MissingBlobError` (blob gone, or no spill store
+    configured to read a reference), each naming ``where``.
+
+    Example:
+        >>> import asyncio
+        >>> asyncio.run(decode(encode_inline(b"abc"), spill=None, namespace=None, where="x"))
+        b'abc'
+    """
+    if not isinstance(value, Mapping):
+        raise _corrupt(where, f"the item value is a {type(value).__name__}, not an object")
+    version = value.get("v")
+    if type(version) is not int or version != FORMAT:
+        raise _corrupt(where, f"unknown value format {version!r} (this version reads {FORMAT})")
+    codec = value.get("c")
+    if codec not in (_RAW, _ZLIB):
+        raise _corrupt(where, f"unknown codec {codec!r}")
+
+    if "d" in value:
+        text = value["d"]
+        if not isinstance(text, str):
+            raise _corrupt(where, "the inline payload is not a string")
+        try:
+            stored = await _cpu(len(text), lambda: base64.b64decode(text, validate=True))
+        except (binascii.Error, ValueError) as exc:
+            raise _corrupt(where, f"bad base64 ({exc})") from None
+        if codec == _ZLIB:
+            return await _cpu(len(stored), lambda: _inflate(where, stored, None))
+        check = value.get("k")
+        if not isinstance(check, str) or not _CRC_RE.fullmatch(check):
+            raise _corrupt(where, "the raw inline payload has no valid CRC-32 field")
+        if _crc(stored) != check:
+            raise _corrupt(where, "CRC-32 mismatch")
+        return stored
+
+    digest = value.get("s")
+    size = value.get("n")
+    if not isinstance(digest, str) or not _DIGEST_RE.fullmatch(digest):
+        raise _corrupt(where, "the value has neither an inline payload nor a valid blob digest")
+    if type(size) is not int or size < 0:
+        raise _corrupt(where, f"invalid payload size {size!r}")
+    if spill is None or namespace is None:
+        raise MissingBlobError(
+            f"{where} was spilled to blob {digest} ({size:,} bytes) because it exceeded the "
+            "store's item limit, and no spill store is configured to read it. Configure the "
+            "spill store it was written with (spill=AzureBlobSpill(...) / LocalSpill(...), or "
+            "the FOUNDRY_CHECKPOINT_BLOB_* environment variables)."
+        )
+    try:
+        stored = await spill.get(namespace, digest)
+    except MissingBlobError as exc:
+        raise MissingBlobError(f"{where}: {exc}") from exc
+    except CorruptPayloadError as exc:
+        raise CorruptPayloadError(f"{where}: {exc}") from exc
+    actual = await _cpu(len(stored), lambda: hashlib.sha256(stored).hexdigest())
+    if actual != digest:
+        raise _corrupt(where, f"spilled blob {digest} hashes to {actual}")
+    if codec == _ZLIB:
+        payload = await _cpu(len(stored), lambda: _inflate(where, stored, size))
+    else:
+        payload = stored
+    if len(payload) != size:
+        raise _corrupt(where, f"spilled payload has {len(payload)} bytes, expected {size}")
+    return payload
+
+
+def spilled_digest(value: Mapping[str, Any]) -> str | None:
+    """The sha256 of the blob ``value`` references, or None for inline (or foreign) values.
+
+    Example:
+        >>> spilled_digest({"v": 1, "c": "raw", "s": "0" * 64, "n": 3})
+        '0000000000000000000000000000000000000000000000000000000000000000'
+        >>> spilled_digest(encode_inline(b"abc")) is None
+        True
+    """
+    if not isinstance(value, Mapping) or "d" in value:
+        return None
+    version = value.get("v")
+    digest = value.get("s")
+    if type(version) is not int or version != FORMAT or not isinstance(digest, str):
+        return None
+    return digest if _DIGEST_RE.fullmatch(digest) else None
