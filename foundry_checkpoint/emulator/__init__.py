@@ -1,0 +1,33 @@
+"""A loopback HTTPS emulator of the Foundry state-store REST API.
+
+It lets the real ``FoundryStateStore`` client run in hosted mode on a laptop or in CI: the nine
+calls of the wire contract, user isolation by bearer token or ``x-ms-user-id``, the documented
+limits (400 naming the field), deterministic same-second ordering that is deliberately not
+insertion order, seeded fault injection (status codes, ``Retry-After``, dropped connections,
+delays) and request counts.
+
+Example:
+    >>> import os
+    >>> from azure.ai.agentserver.core.storage import FoundryStateStore
+    >>> from foundry_checkpoint.emulator import FoundryEmulator
+    >>> async def demo() -> None:  # doctest: +SKIP
+    ...     os.environ["FOUNDRY_HOSTING_ENVIRONMENT"] = "1"
+    ...     async with FoundryEmulator() as emu:
+    ...         emu.inject("put_item", status=429, retry_after=0)
+    ...         async with await FoundryStateStore.get_or_create(
+    ...             "demo", emu.credential(user="alice"), emu.endpoint,
+    ...             connection_verify=emu.ca_file,
+    ...         ) as store:
+    ...             await store.set_item("k", {"v": 1})      # retried once by azure-core
+    ...         assert emu.requests["put_item"] == 2
+
+From a shell: ``python -m foundry_checkpoint.emulator --port 8443 --data state.sqlite``.
+"""
+
+from __future__ import annotations
+
+from ._credential import EmulatorCredential
+from ._faults import CALL_TYPES, Fault
+from ._server import FoundryEmulator
+
+__all__ = ["CALL_TYPES", "EmulatorCredential", "Fault", "FoundryEmulator"]

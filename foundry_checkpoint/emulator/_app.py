@@ -1,0 +1,511 @@
+"""HTTP face of the emulator: the wire contract of the Foundry state-store API over an engine.
+
+Every request goes through the same steps, in this order:
+
+1. route the path (any prefix ending in ``/storage/``) and method to one of the nine call types;
+2. count it in :attr:`StorageApp.requests`;
+3. apply an injected fault, if one is armed (before anything else, so a faulted request has no
+   effect on state);
+4. resolve the caller: ``x-ms-user-id`` when present, else the bearer token (missing: 401);
+5. check ``api-version``;
+6. decode names and keys (base64url of UTF-8 without padding), parse and shape-check the JSON
+   body, and call the engine, which enforces the documented limits and semantics;
+7. map the engine's answer or its ``FoundryStorage*Error`` to a status code, the error envelope
+   ``{"error": {"code", "message", "param"?}}`` and the ``ETag`` header.
+
+No ordinary 4xx carries ``Retry-After``: azure-core retries any response that has one.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import binascii
+import json
+import logging
+import re
+import threading
+from collections import Counter
+from collections.abc import Mapping
+from typing import Any, Final, Protocol
+
+from aiohttp import web
+from azure.ai.agentserver.core.storage import (
+    FoundryStorageApiError,
+    FoundryStorageBadRequestError,
+    FoundryStorageConflictError,
+    FoundryStorageError,
+    FoundryStorageNotFoundError,
+    FoundryStoragePreconditionError,
+)
+
+from ._credential import user_for_token
+from ._faults import Fault, FaultPlan
+
+__all__ = ["EngineLike", "StorageApp", "SUPPORTED_API_VERSIONS"]
+
+_LOGGER = logging.getLogger("foundry_checkpoint.emulator")
+
+#: The ``api-version`` values the emulator accepts.
+SUPPORTED_API_VERSIONS: Final[frozenset[str]] = frozenset({"v1"})
+#: The service default for ``item_ttl_seconds`` when a create request omits it (30 days).
+_DEFAULT_ITEM_TTL_SECONDS: Final = 30 * 24 * 60 * 60
+#: Large enough that an over-limit value reaches the engine and gets its 400 ``param: value``.
+CLIENT_MAX_BODY_BYTES: Final = 32 * 1024 * 1024
+_USER_HEADER: Final = "x-ms-user-id"
+
+_ROUTE = re.compile(
+    r"^(?:.*)/storage/state_stores"
+    r"(?:/(?P<store>[^/]+)"
+    r"(?:/(?P<items>items:keys|items)(?:/(?P<key>[^/]+))?)?)?/?$"
+)
+_SEGMENT = re.compile(r"^[A-Za-z0-9_-]+$")
+_FAULT_CODES: Final[Mapping[int, str]] = {
+    429: "too_many_requests",
+    500: "internal_error",
+    502: "bad_gateway",
+    503: "service_unavailable",
+    504: "gateway_timeout",
+}
+
+
+class EngineLike(Protocol):
+    """The engine methods the HTTP layer calls (``foundry_checkpoint._engine.StateEngine``)."""
+
+    def get_store(self, name: str) -> dict[str, Any]: ...
+
+    def create_store(
+        self,
+        name: str,
+        *,
+        user_isolation: bool,
+        item_ttl_seconds: int,
+        description: str | None = None,
+        tags: Mapping[str, str] | None = None,
+    ) -> dict[str, Any]: ...
+
+    def update_store(
+        self, name: str, *, description: Any = ..., tags: Any = ...
+    ) -> dict[str, Any]: ...
+
+    def delete_store(self, name: str) -> dict[str, Any]: ...
+
+    def create_item(
+        self,
+        name: str,
+        key: str,
+        value: Mapping[str, Any],
+        tags: Mapping[str, str] | None,
+        *,
+        user: str,
+    ) -> dict[str, Any]: ...
+
+    def put_item(
+        self,
+        name: str,
+        key: str,
+        value: Mapping[str, Any],
+        tags: Mapping[str, str] | None,
+        *,
+        user: str,
+        if_match: str | None,
+    ) -> tuple[dict[str, Any], bool]: ...
+
+    def get_item(self, name: str, key: str, *, user: str) -> dict[str, Any] | None: ...
+
+    def delete_item(
+        self, name: str, key: str, *, user: str, if_match: str | None
+    ) -> dict[str, Any]: ...
+
+    def list_keys(
+        self,
+        name: str,
+        *,
+        user: str,
+        tags: Mapping[str, str] | None = None,
+        limit: int | None = None,
+        after: str | None = None,
+        before: str | None = None,
+        order: str = "desc",
+    ) -> dict[str, Any]: ...
+
+
+class _HttpError(Exception):
+    """A request the HTTP layer answers with an error envelope without calling the engine."""
+
+    def __init__(self, status: int, code: str, message: str, *, param: str | None = None) -> None:
+        super().__init__(message)
+        self.status = status
+        self.code = code
+        self.message = message
+        self.param = param
+
+
+def _error_response(
+    status: int,
+    code: str,
+    message: str,
+    *,
+    param: str | None = None,
+    headers: Mapping[str, str] | None = None,
+) -> web.Response:
+    error: dict[str, Any] = {"code": code, "message": message}
+    if param is not None:
+        error["param"] = param
+    return web.json_response({"error": error}, status=status, headers=headers)
+
+
+def _engine_error_response(exc: FoundryStorageError) -> web.Response:
+    """Map an SDK error raised by the engine to the status and envelope the client expects."""
+    message = exc.message or str(exc)
+    if isinstance(exc, FoundryStorageNotFoundError):
+        return _error_response(404, "not_found", message)
+    if isinstance(exc, FoundryStorageConflictError):
+        return _error_response(409, "conflict", message)
+    if isinstance(exc, FoundryStorageBadRequestError):
+        return _error_response(400, "invalid_request", message, param=exc.param)
+    if isinstance(exc, FoundryStoragePreconditionError):
+        headers = {"ETag": exc.current_etag} if exc.current_etag is not None else None
+        return _error_response(412, "precondition_failed", message, headers=headers)
+    status = exc.status_code if isinstance(exc, FoundryStorageApiError) and exc.status_code else 500
+    return _error_response(status, "server_error", message)
+
+
+def _decode_segment(segment: str, param: str) -> str:
+    """Decode a base64url-without-padding path segment; only the canonical spelling is valid."""
+    if not _SEGMENT.match(segment) or len(segment) % 4 == 1:
+        raise _HttpError(
+            400, "invalid_request", f"The {param} is not unpadded base64url.", param=param
+        )
+    try:
+        decoded = base64.urlsafe_b64decode(segment + "=" * (-len(segment) % 4)).decode("utf-8")
+    except (binascii.Error, UnicodeDecodeError, ValueError) as exc:
+        raise _HttpError(
+            400, "invalid_request", f"The {param} segment is not base64url of UTF-8.", param=param
+        ) from exc
+    canonical = base64.urlsafe_b64encode(decoded.encode("utf-8")).decode("ascii").rstrip("=")
+    if canonical != segment:
+        raise _HttpError(
+            400, "invalid_request", f"The {param} is not canonical base64url.", param=param
+        )
+    return decoded
+
+
+def _reject_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not valid JSON")
+
+
+def _parse_body(raw: bytes) -> dict[str, Any]:
+    if not raw:
+        raise _HttpError(400, "invalid_request", "The request body must be a JSON object.")
+    try:
+        body = json.loads(raw.decode("utf-8"), parse_constant=_reject_constant)
+    except (UnicodeDecodeError, ValueError) as exc:
+        raise _HttpError(400, "invalid_json", f"The request body is not valid JSON: {exc}") from exc
+    if not isinstance(body, dict):
+        raise _HttpError(400, "invalid_request", "The request body must be a JSON object.")
+    return body
+
+
+def _tags_field(body: Mapping[str, Any], field: str = "tags") -> dict[str, str] | None:
+    tags = body.get(field)
+    if tags is None:
+        return None
+    if not isinstance(tags, dict) or not all(
+        isinstance(key, str) and isinstance(value, str) for key, value in tags.items()
+    ):
+        raise _HttpError(
+            400, "invalid_request", f"'{field}' must be an object of strings.", param=field
+        )
+    return tags
+
+
+def _string_field(body: Mapping[str, Any], field: str, *, required: bool) -> str | None:
+    value = body.get(field)
+    if value is None:
+        if required:
+            raise _HttpError(400, "invalid_request", f"'{field}' is required.", param=field)
+        return None
+    if not isinstance(value, str):
+        raise _HttpError(400, "invalid_request", f"'{field}' must be a string.", param=field)
+    return value
+
+
+def _value_field(body: Mapping[str, Any]) -> dict[str, Any]:
+    value = body.get("value")
+    if not isinstance(value, dict):
+        raise _HttpError(400, "invalid_request", "'value' must be a JSON object.", param="value")
+    return value
+
+
+class StorageApp:
+    """The request handler: routing, counting, faults, identity, and engine calls.
+
+    It runs on the emulator's own event loop; its counters and fault plan may be read and changed
+    from any thread.
+    """
+
+    def __init__(self, faults: FaultPlan) -> None:
+        self._engine: EngineLike | None = None
+        self._unset: object = None
+        self._faults = faults
+        self._lock = threading.Lock()
+        self._requests: Counter[str] = Counter()
+        self._faults_served: Counter[str] = Counter()
+
+    # --- observability -------------------------------------------------------------------
+
+    @property
+    def requests(self) -> Counter[str]:
+        """A snapshot: call type -> requests routed (faulted ones included)."""
+        with self._lock:
+            return Counter(self._requests)
+
+    @property
+    def faults_served(self) -> Counter[str]:
+        """A snapshot: call type -> requests that an injected fault was applied to."""
+        with self._lock:
+            return Counter(self._faults_served)
+
+    def reset_counts(self) -> None:
+        """Set every request and fault count back to zero."""
+        with self._lock:
+            self._requests.clear()
+            self._faults_served.clear()
+
+    def bind(self, engine: EngineLike, *, unset: object) -> None:
+        """Serve ``engine``; ``unset`` is its "leave unchanged" marker for ``update_store``."""
+        self._engine = engine
+        self._unset = unset
+
+    def unbind(self) -> None:
+        """Forget the engine (it is being closed)."""
+        self._engine = None
+
+    def _require_engine(self) -> EngineLike:
+        engine = self._engine
+        if engine is None:
+            raise _HttpError(503, "service_unavailable", "The emulator is shutting down.")
+        return engine
+
+    def web_app(self) -> web.Application:
+        """Build the aiohttp application that serves every path through this handler."""
+        app = web.Application(client_max_size=CLIENT_MAX_BODY_BYTES)
+        app.router.add_route("*", "/{tail:.*}", self._handle)
+        return app
+
+    # --- request pipeline ----------------------------------------------------------------
+
+    async def _handle(self, request: web.Request) -> web.StreamResponse:
+        match = _ROUTE.match(request.path)
+        if match is None:
+            return _error_response(404, "not_found", f"No storage route for {request.path!r}.")
+        call = self._call_type(request.method, match)
+        if call is None:
+            return _error_response(
+                405, "method_not_allowed", f"{request.method} is not allowed on {request.path!r}."
+            )
+        with self._lock:
+            self._requests[call] += 1
+        fault = self._faults.take(call)
+        if fault is not None:
+            with self._lock:
+                self._faults_served[call] += 1
+            faulted = await self._apply_fault(request, fault)
+            if faulted is not None:
+                return faulted
+        try:
+            user = self._resolve_user(request)
+            self._check_api_version(request)
+            return await self._dispatch(call, request, match, user)
+        except _HttpError as exc:
+            return _error_response(exc.status, exc.code, exc.message, param=exc.param)
+        except FoundryStorageError as exc:
+            return _engine_error_response(exc)
+        except Exception:
+            _LOGGER.exception("emulator failed to serve %s %s", request.method, request.path)
+            return _error_response(
+                500, "internal_error", "The emulator failed to serve the request."
+            )
+
+    @staticmethod
+    def _call_type(method: str, match: re.Match[str]) -> str | None:
+        store, items, key = match.group("store"), match.group("items"), match.group("key")
+        if store is None:
+            return "create_store" if method == "POST" else None
+        if items is None:
+            return {"GET": "get_store", "PATCH": "update_store", "DELETE": "delete_store"}.get(
+                method
+            )
+        if items == "items:keys":
+            return "list_keys" if key is None and method == "GET" else None
+        if key is None:
+            return "create_item" if method == "POST" else None
+        return {"PUT": "put_item", "GET": "get_item", "DELETE": "delete_item"}.get(method)
+
+    @staticmethod
+    async def _apply_fault(request: web.Request, fault: Fault) -> web.StreamResponse | None:
+        if fault.delay > 0:
+            await asyncio.sleep(fault.delay)
+        if fault.drop:
+            transport = request.transport
+            if transport is not None:
+                transport.close()
+            return web.Response(status=500)
+        if fault.status is None:
+            return None
+        headers: dict[str, str] = {}
+        retry_after = fault.retry_after_header()
+        if retry_after is not None:
+            headers["Retry-After"] = retry_after
+        return _error_response(
+            fault.status,
+            _FAULT_CODES.get(fault.status, "injected_fault"),
+            f"Injected fault: HTTP {fault.status}.",
+            headers=headers,
+        )
+
+    @staticmethod
+    def _resolve_user(request: web.Request) -> str:
+        authorization = request.headers.get("Authorization", "")
+        scheme, _, token = authorization.partition(" ")
+        token = token.strip()
+        if scheme.lower() != "bearer" or not token:
+            raise _HttpError(401, "unauthorized", "A bearer token is required.")
+        delegated = request.headers.get(_USER_HEADER)
+        if delegated:
+            return delegated
+        return user_for_token(token)
+
+    @staticmethod
+    def _check_api_version(request: web.Request) -> None:
+        version = request.query.get("api-version")
+        if version is None:
+            raise _HttpError(
+                400,
+                "invalid_request",
+                "The 'api-version' query parameter is required.",
+                param="api-version",
+            )
+        if version not in SUPPORTED_API_VERSIONS:
+            supported = ", ".join(sorted(SUPPORTED_API_VERSIONS))
+            raise _HttpError(
+                400,
+                "invalid_request",
+                f"Unsupported api-version {version!r}; supported: {supported}.",
+                param="api-version",
+            )
+
+    async def _dispatch(
+        self, call: str, request: web.Request, match: re.Match[str], user: str
+    ) -> web.Response:
+        engine = self._require_engine()
+        raw_store = match.group("store")
+        name = _decode_segment(raw_store, "name") if raw_store is not None else ""
+        raw_key = match.group("key")
+        key = _decode_segment(raw_key, "key") if raw_key is not None else ""
+        if_match = request.headers.get("If-Match")
+
+        if call == "get_store":
+            return web.json_response(engine.get_store(name))
+        if call == "create_store":
+            body = _parse_body(await request.read())
+            return web.json_response(self._create_store(body), status=201)
+        if call == "update_store":
+            body = _parse_body(await request.read())
+            description: object = self._unset
+            tags: object = self._unset
+            if "description" in body:
+                description = _string_field(body, "description", required=False)
+            if "tags" in body:
+                tags = _tags_field(body)
+            return web.json_response(engine.update_store(name, description=description, tags=tags))
+        if call == "delete_store":
+            return web.json_response(engine.delete_store(name))
+        if call == "create_item":
+            body = _parse_body(await request.read())
+            item_key = _string_field(body, "key", required=True)
+            assert item_key is not None
+            ref = engine.create_item(
+                name, item_key, _value_field(body), _tags_field(body), user=user
+            )
+            return web.json_response(ref, status=201)
+        if call == "put_item":
+            body = _parse_body(await request.read())
+            ref, created = engine.put_item(
+                name, key, _value_field(body), _tags_field(body), user=user, if_match=if_match
+            )
+            return web.json_response(
+                ref, status=201 if created else 200, headers={"ETag": ref["etag"]}
+            )
+        if call == "get_item":
+            item = engine.get_item(name, key, user=user)
+            if item is None:
+                return _error_response(404, "not_found", "The item does not exist.")
+            return web.json_response(item, headers={"ETag": item["etag"]})
+        if call == "delete_item":
+            return web.json_response(engine.delete_item(name, key, user=user, if_match=if_match))
+        return web.json_response(self._list_keys(name, request, user))
+
+    def _create_store(self, body: Mapping[str, Any]) -> dict[str, Any]:
+        name = _string_field(body, "name", required=True)
+        assert name is not None
+        user_isolation = body.get("user_isolation", False)
+        if user_isolation is None:
+            user_isolation = False
+        if not isinstance(user_isolation, bool):
+            raise _HttpError(
+                400,
+                "invalid_request",
+                "'user_isolation' must be a boolean.",
+                param="user_isolation",
+            )
+        ttl = body.get("item_ttl_seconds", _DEFAULT_ITEM_TTL_SECONDS)
+        if ttl is None:
+            ttl = _DEFAULT_ITEM_TTL_SECONDS
+        if isinstance(ttl, bool) or not isinstance(ttl, int):
+            raise _HttpError(
+                400,
+                "invalid_request",
+                "'item_ttl_seconds' must be an integer.",
+                param="item_ttl_seconds",
+            )
+        return self._require_engine().create_store(
+            name,
+            user_isolation=user_isolation,
+            item_ttl_seconds=ttl,
+            description=_string_field(body, "description", required=False),
+            tags=_tags_field(body),
+        )
+
+    def _list_keys(self, name: str, request: web.Request, user: str) -> dict[str, Any]:
+        query = request.query
+        tags: dict[str, str] = {}
+        for param, value in query.items():
+            if param.startswith("tags."):
+                tag_key = param[len("tags.") :]
+                if tag_key in tags and tags[tag_key] != value:
+                    raise _HttpError(
+                        400,
+                        "invalid_request",
+                        f"Tag filter {tag_key!r} is given twice.",
+                        param=param,
+                    )
+                tags[tag_key] = value
+        limit: int | None = None
+        raw_limit = query.get("limit")
+        if raw_limit is not None:
+            if not re.fullmatch(r"[0-9]+", raw_limit) or not 1 <= int(raw_limit) <= 100:
+                raise _HttpError(
+                    400,
+                    "invalid_request",
+                    "'limit' must be an integer from 1 to 100.",
+                    param="limit",
+                )
+            limit = int(raw_limit)
+        # order, after/before and the tag filter are checked by the engine (one source of truth)
+        order = query.get("order", "desc")
+        after, before = query.get("after"), query.get("before")
+        return self._require_engine().list_keys(
+            name, user=user, tags=tags or None, limit=limit, after=after, before=before, order=order
+        )

@@ -1,0 +1,139 @@
+"""Deterministic fault injection: what to do to the next requests of a given call type.
+
+A :class:`Fault` is a rule ("answer the next two ``put_item`` calls with 429"). The emulator
+consults its :class:`FaultPlan` after routing a request and before touching the engine, so a
+faulted request never changes state. Random choices (``probability`` below 1) come from one
+``random.Random`` seeded by the emulator's seed, so a test run replays the same faults.
+"""
+
+from __future__ import annotations
+
+import random
+import threading
+from dataclasses import dataclass, field
+from typing import Final
+
+__all__ = ["CALL_TYPES", "Fault", "FaultPlan"]
+
+#: The nine calls of the wire contract, by the names used for routing, counting and faults.
+CALL_TYPES: Final[tuple[str, ...]] = (
+    "get_store",
+    "create_store",
+    "update_store",
+    "delete_store",
+    "create_item",
+    "put_item",
+    "get_item",
+    "delete_item",
+    "list_keys",
+)
+
+
+@dataclass(frozen=True)
+class Fault:
+    """One fault rule.
+
+    ``route`` is a call type from :data:`CALL_TYPES` or ``"*"`` for every call. A matching request
+    waits ``delay`` seconds and then either loses its connection (``drop=True``), gets an error
+    response with ``status`` (and a ``Retry-After`` header only when ``retry_after`` is not
+    None), or, with ``status=None`` and ``drop=False``, goes on to be served normally (a pure
+    delay). The rule applies to ``times`` matching requests (None: every one), each with
+    ``probability``.
+
+    Example:
+        >>> Fault("put_item", status=429, retry_after=0.0, times=2).times
+        2
+    """
+
+    route: str = "*"
+    status: int | None = 503
+    retry_after: float | None = None
+    drop: bool = False
+    delay: float = 0.0
+    times: int | None = 1
+    probability: float = 1.0
+
+    def __post_init__(self) -> None:
+        if self.route != "*" and self.route not in CALL_TYPES:
+            choices = ", ".join(CALL_TYPES)
+            raise ValueError(f"route must be '*' or one of {choices}; got {self.route!r}")
+        if self.status is not None and not 400 <= self.status <= 599:
+            raise ValueError(f"status must be an HTTP error status or None; got {self.status}")
+        if self.retry_after is not None and self.retry_after < 0:
+            raise ValueError("retry_after must be >= 0 or None")
+        if self.delay < 0:
+            raise ValueError("delay must be >= 0")
+        if self.times is not None and self.times < 1:
+            raise ValueError("times must be >= 1 or None (unlimited)")
+        if not 0.0 < self.probability <= 1.0:
+            raise ValueError("probability must be in (0, 1]")
+
+    @property
+    def passes_through(self) -> bool:
+        """True when the rule only delays the request, which is then served normally."""
+        return self.status is None and not self.drop
+
+    def retry_after_header(self) -> str | None:
+        """The ``Retry-After`` header value, or None when none is sent."""
+        if self.retry_after is None:
+            return None
+        if float(self.retry_after).is_integer():
+            return str(int(self.retry_after))
+        return repr(float(self.retry_after))
+
+
+@dataclass
+class _Armed:
+    fault: Fault
+    remaining: int | None = field(default=None)
+
+
+class FaultPlan:
+    """The active fault rules, safe to change from any thread while the server runs.
+
+    Rules are tried in the order they were added; the first one that matches the call type, has
+    uses left and wins its probability draw is served.
+
+    Example:
+        >>> plan = FaultPlan(seed=0)
+        >>> _ = plan.add(Fault("get_item", status=500))
+        >>> plan.take("put_item") is None, plan.take("get_item") is not None, plan.take("get_item")
+        (True, True, None)
+    """
+
+    def __init__(self, *, seed: int = 0) -> None:
+        self._lock = threading.Lock()
+        self._random = random.Random(seed)
+        self._armed: list[_Armed] = []
+
+    def add(self, fault: Fault) -> Fault:
+        """Arm ``fault`` and return it."""
+        with self._lock:
+            self._armed.append(_Armed(fault, fault.times))
+        return fault
+
+    def clear(self) -> None:
+        """Disarm every rule."""
+        with self._lock:
+            self._armed.clear()
+
+    def pending(self) -> list[tuple[Fault, int | None]]:
+        """The armed rules with their remaining uses (None: unlimited)."""
+        with self._lock:
+            return [(armed.fault, armed.remaining) for armed in self._armed]
+
+    def take(self, call_type: str) -> Fault | None:
+        """Return the rule to apply to one request of ``call_type`` (using it up), or None."""
+        with self._lock:
+            for armed in self._armed:
+                fault = armed.fault
+                if fault.route not in ("*", call_type):
+                    continue
+                if fault.probability < 1.0 and self._random.random() >= fault.probability:
+                    continue
+                if armed.remaining is not None:
+                    armed.remaining -= 1
+                    if armed.remaining == 0:
+                        self._armed.remove(armed)
+                return fault
+        return None

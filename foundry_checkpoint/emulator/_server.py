@@ -1,0 +1,357 @@
+"""``FoundryEmulator``: the HTTPS server, on a thread and event loop of its own."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import socket
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable
+from pathlib import Path
+from types import TracebackType
+from typing import TYPE_CHECKING, Final
+
+from aiohttp import web
+
+from ._app import StorageApp
+from ._credential import EmulatorCredential
+from ._faults import Fault, FaultPlan
+from ._tls import TlsMaterial, make_tls_material
+
+if TYPE_CHECKING:
+    from foundry_checkpoint._engine import StateEngine
+
+__all__ = ["FoundryEmulator"]
+
+_START_TIMEOUT_SECONDS: Final = 30.0
+_STOP_TIMEOUT_SECONDS: Final = 30.0
+#: How long stop() lets an in-flight request (say, one held by a ``delay`` fault) finish.
+_SHUTDOWN_GRACE_SECONDS: Final = 1.0
+
+
+class _Running:
+    """Everything that exists only between start() and stop()."""
+
+    def __init__(self, tls: TlsMaterial, sock: socket.socket) -> None:
+        self.tls = tls
+        self.sock = sock
+        self.port: int = sock.getsockname()[1]
+        self.ready = threading.Event()
+        self.error: BaseException | None = None
+        self.loop: asyncio.AbstractEventLoop | None = None
+        self.runner: web.AppRunner | None = None
+        self.thread: threading.Thread | None = None
+
+
+class FoundryEmulator:
+    """A loopback HTTPS emulator of the Foundry state-store REST API.
+
+    It serves the nine calls of the wire contract (stores and items, ``list_keys`` with tags,
+    limits, cursors and order) over the same SQLite engine as the embedded local store, so the
+    real ``FoundryStateStore`` client can run in hosted mode without a Foundry project. The
+    server runs on its own thread and event loop whichever way it is started, so synchronous
+    code that blocks its own loop while waiting for store I/O cannot deadlock it.
+
+    Args:
+        host: Interface to listen on; loopback only (``127.0.0.1``, ``::1`` or ``localhost``).
+        port: TCP port; 0 picks a free one.
+        data: SQLite file that keeps the state across restarts; None keeps it in memory.
+        seed: Seeds the engine's order among keys created in the same second (deliberately
+            not insertion order) and the draws of probabilistic faults.
+        clock: Time source of the engine (TTL, ``created_at``); defaults to ``time.time``.
+        project: Project name in :attr:`endpoint`.
+
+    Example:
+        >>> import os
+        >>> from azure.ai.agentserver.core.storage import FoundryStateStore
+        >>> async def demo() -> None:  # doctest: +SKIP
+        ...     os.environ["FOUNDRY_HOSTING_ENVIRONMENT"] = "1"
+        ...     async with FoundryEmulator() as emu:
+        ...         store = await FoundryStateStore.get_or_create(
+        ...             "demo", emu.credential(user="alice"), emu.endpoint,
+        ...             connection_verify=emu.ca_file,
+        ...         )
+        ...         await store.set_item("k", {"v": 1})
+        ...         assert emu.requests["put_item"] == 1
+        ...         await store.aclose()
+
+        From synchronous code: ``with FoundryEmulator() as emu: ...``, or ``start()``/``stop()``.
+    """
+
+    def __init__(
+        self,
+        *,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        data: str | os.PathLike[str] | None = None,
+        seed: int = 0,
+        clock: Callable[[], float] | None = None,
+        project: str = "emulator",
+    ) -> None:
+        if host not in ("127.0.0.1", "::1", "localhost"):
+            raise ValueError(f"the emulator listens on loopback only; got host={host!r}")
+        self._host = host
+        self._requested_port = port
+        self._data = Path(data) if data is not None else None
+        self._seed = seed
+        self._clock: Callable[[], float] = clock if clock is not None else time.time
+        self._project = project
+        self._faults = FaultPlan(seed=seed)
+        self._running: _Running | None = None
+        self._lifecycle = threading.Lock()
+        # One handler per instance: counts survive a stop()/start() cycle.
+        self._app = StorageApp(self._faults)
+
+    # --- lifecycle ----------------------------------------------------------------------
+
+    def start(self) -> FoundryEmulator:
+        """Start serving (a no-op when already running) and return ``self``.
+
+        Raises:
+            OSError: the port cannot be bound.
+            RuntimeError: the server thread failed to come up.
+        """
+        with self._lifecycle:
+            if self._running is not None:
+                return self
+            tls = make_tls_material()
+            try:
+                family = socket.AF_INET6 if ":" in self._host else socket.AF_INET
+                sock = socket.socket(family, socket.SOCK_STREAM)
+                try:
+                    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+                    sock.bind((self._host, self._requested_port))
+                    sock.listen(128)
+                    sock.setblocking(False)
+                except BaseException:
+                    sock.close()
+                    raise
+            except BaseException:
+                tls.remove()
+                raise
+            running = _Running(tls, sock)
+            thread = threading.Thread(
+                target=self._serve,
+                args=(running,),
+                name=f"foundry-emulator:{running.port}",
+                daemon=True,
+            )
+            running.thread = thread
+            thread.start()
+            if not running.ready.wait(_START_TIMEOUT_SECONDS) or running.error is not None:
+                self._teardown(running)
+                reason = "timed out" if running.error is None else repr(running.error)
+                raise RuntimeError(f"the Foundry emulator failed to start: {reason}") from (
+                    running.error
+                )
+            self._running = running
+            return self
+
+    def stop(self) -> None:
+        """Stop serving and remove the certificate files; calling it again does nothing."""
+        with self._lifecycle:
+            running, self._running = self._running, None
+            if running is not None:
+                self._teardown(running)
+
+    def __enter__(self) -> FoundryEmulator:
+        return self.start()
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc_value: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        self.stop()
+
+    async def __aenter__(self) -> FoundryEmulator:
+        return await asyncio.to_thread(self.start)
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc_value: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        await asyncio.to_thread(self.stop)
+
+    # --- where and how to connect ------------------------------------------------------
+
+    @property
+    def running(self) -> bool:
+        """Whether the server is up."""
+        return self._running is not None
+
+    @property
+    def port(self) -> int:
+        """The TCP port in use."""
+        return self._require_running().port
+
+    @property
+    def endpoint(self) -> str:
+        """Project endpoint to pass as ``endpoint=`` (the client appends ``/storage/``)."""
+        host = f"[{self._host}]" if ":" in self._host else self._host
+        return f"https://{host}:{self.port}/api/projects/{self._project}"
+
+    @property
+    def ca_file(self) -> str:
+        """PEM file of this instance's CA, to pass as ``connection_verify=``."""
+        return str(self._require_running().tls.ca_file)
+
+    @property
+    def data(self) -> Path | None:
+        """The SQLite file holding the state, or None when it is kept in memory."""
+        return self._data
+
+    @property
+    def seed(self) -> int:
+        """The seed of tie order and fault draws."""
+        return self._seed
+
+    def credential(self, user: str = "alice") -> EmulatorCredential:
+        """An async credential whose tokens this emulator maps to ``user``'s partition.
+
+        Example:
+            >>> FoundryEmulator().credential(user="bob").user
+            'bob'
+        """
+        return EmulatorCredential(user)
+
+    # --- observability and faults --------------------------------------------------------
+
+    @property
+    def requests(self) -> Counter[str]:
+        """Snapshot of call type -> requests routed, faulted ones included.
+
+        Example:
+            >>> FoundryEmulator().requests["put_item"]
+            0
+        """
+        return self._app.requests
+
+    @property
+    def faults_served(self) -> Counter[str]:
+        """Snapshot of call type -> requests an injected fault was applied to."""
+        return self._app.faults_served
+
+    def reset_counts(self) -> None:
+        """Set :attr:`requests` and :attr:`faults_served` back to zero."""
+        self._app.reset_counts()
+
+    def inject(
+        self,
+        route: str = "*",
+        *,
+        status: int | None = 503,
+        retry_after: float | None = None,
+        drop: bool = False,
+        delay: float = 0.0,
+        times: int | None = 1,
+        probability: float = 1.0,
+    ) -> Fault:
+        """Arm a fault for the next ``times`` requests of call type ``route`` (``"*"``: any).
+
+        A faulted request is answered before the engine is touched, so it changes nothing:
+        after ``delay`` seconds it is dropped without a response (``drop=True``) or answered
+        with ``status`` (``Retry-After`` only when ``retry_after`` is given); ``status=None``
+        without ``drop`` only delays it. ``probability`` below 1 draws from the emulator's
+        seeded generator. See :class:`~foundry_checkpoint.emulator.Fault`.
+
+        Example:
+            >>> emu = FoundryEmulator()
+            >>> emu.inject("put_item", status=429, retry_after=0).status
+            429
+            >>> emu.clear_faults()
+        """
+        return self._faults.add(
+            Fault(
+                route,
+                status=status,
+                retry_after=retry_after,
+                drop=drop,
+                delay=delay,
+                times=times,
+                probability=probability,
+            )
+        )
+
+    def clear_faults(self) -> None:
+        """Disarm every injected fault."""
+        self._faults.clear()
+
+    def pending_faults(self) -> list[tuple[Fault, int | None]]:
+        """Armed faults with their remaining uses (None: unlimited)."""
+        return self._faults.pending()
+
+    # --- internals ---------------------------------------------------------------------
+
+    def _require_running(self) -> _Running:
+        running = self._running
+        if running is None:
+            raise RuntimeError("the Foundry emulator is not running; call start() first")
+        return running
+
+    def _open_engine(self) -> tuple[StateEngine, object]:
+        from foundry_checkpoint._engine import UNSET, StateEngine
+
+        return StateEngine(self._data, tie_seed=self._seed, clock=self._clock), UNSET
+
+    def _serve(self, running: _Running) -> None:
+        """Server thread: own loop, own engine (SQLite connections stay on this thread)."""
+        loop = asyncio.new_event_loop()
+        running.loop = loop
+        asyncio.set_event_loop(loop)
+        engine: StateEngine | None = None
+        try:
+            try:
+                engine, unset = self._open_engine()
+                self._app.bind(engine, unset=unset)
+                loop.run_until_complete(self._start_site(running))
+            except BaseException as exc:
+                running.error = exc
+                return
+            finally:
+                running.ready.set()
+            loop.run_forever()
+        finally:
+            if running.runner is not None:
+                loop.run_until_complete(running.runner.cleanup())
+            self._app.unbind()
+            if engine is not None:
+                engine.close()
+            try:
+                loop.run_until_complete(loop.shutdown_asyncgens())
+            finally:
+                asyncio.set_event_loop(None)
+                loop.close()
+
+    async def _start_site(self, running: _Running) -> None:
+        runner = web.AppRunner(
+            self._app.web_app(),
+            access_log=None,
+            handle_signals=False,
+            shutdown_timeout=_SHUTDOWN_GRACE_SECONDS,
+        )
+        await runner.setup()
+        running.runner = runner
+        site = web.SockSite(runner, running.sock, ssl_context=running.tls.server_context())
+        await site.start()
+
+    def _teardown(self, running: _Running) -> None:
+        loop, thread = running.loop, running.thread
+        if loop is not None and thread is not None and thread.is_alive():
+            # RuntimeError: the loop already closed itself after a failed start
+            with contextlib.suppress(RuntimeError):
+                loop.call_soon_threadsafe(loop.stop)
+        if thread is not None:
+            thread.join(_STOP_TIMEOUT_SECONDS)
+        running.sock.close()
+        running.tls.remove()
+
+    def __repr__(self) -> str:
+        where = self.endpoint if self._running is not None else "stopped"
+        return f"FoundryEmulator({where}, data={self._data}, seed={self._seed})"
