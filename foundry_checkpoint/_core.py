@@ -12,7 +12,8 @@ import asyncio
 import os
 import secrets
 import time
-from collections.abc import Coroutine, Mapping
+from collections.abc import Awaitable, Callable, Coroutine, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final, Literal, TypeVar
 
@@ -36,7 +37,7 @@ if TYPE_CHECKING:
 
     from .spill import SpillStore
 
-__all__ = ["BackendKind", "CheckpointCore", "LocalBackend", "Scope", "all_keys", "hosted"]
+__all__ = ["BackendKind", "CheckpointCore", "GcReport", "LocalBackend", "Scope", "all_keys", "hosted"]
 
 T = TypeVar("T")
 LocalBackend = Literal["sqlite", "sdk"]
@@ -47,6 +48,25 @@ _META_KEY: Final = item_key("m", "spill")
 _META_TAGS: Final = {"kind": "meta"}
 _INDEX_TAGS: Final = {"kind": "scope"}
 _PAGE: Final = 100
+DEFAULT_GC_GRACE_SECONDS: Final = 24 * 3600
+
+
+@dataclass
+class GcReport:
+    """What a garbage collection of spilled blobs found and did.
+
+    ``deleted`` lists ``(namespace, digest)`` pairs removed (or that would be, with
+    ``dry_run``); ``kept_recent`` counts unreferenced blobs younger than the grace period;
+    ``unattributed`` lists namespaces under the prefix that none of the caller's own scopes
+    claims (another user's, or a deleted scope's): they are reported, never touched.
+    """
+
+    scanned_scopes: int = 0
+    referenced: int = 0
+    kept_recent: int = 0
+    deleted: list[tuple[str, str]] = field(default_factory=list)
+    unattributed: list[str] = field(default_factory=list)
+    dry_run: bool = False
 
 
 def hosted() -> bool:
@@ -366,6 +386,52 @@ class CheckpointCore:
             user_id=self._user_id,
             **self._client_kwargs,
         )
+
+    async def gc(
+        self,
+        referenced: Callable[[Scope], Awaitable[set[str]]],
+        *,
+        grace_seconds: float = DEFAULT_GC_GRACE_SECONDS,
+        dry_run: bool = False,
+    ) -> GcReport:
+        """Delete spilled blobs that no item of the caller's scopes references any more.
+
+        Only namespaces attributable through the caller's own (isolated) stores are
+        considered, and only blobs last modified more than ``grace_seconds`` ago, so a blob
+        uploaded by a write still in flight (blob first, item second) is never taken.
+        ``referenced(scope)`` returns every digest the scope's live items use.
+        """
+        report = GcReport(dry_run=dry_run)
+        spill = self.spill
+        if spill is None:
+            return report
+        cutoff = time.time() - grace_seconds
+        owned: set[str] = set()
+        for scope_id in await self.scope_ids():
+            scope = await self.scope(scope_id)
+            report.scanned_scopes += 1
+            ns = await scope.namespace(create=False)
+            if ns is None:
+                continue
+            owned.add(ns)
+            live = await referenced(scope)
+            report.referenced += len(live)
+            stale: list[str] = []
+            for blob in await spill.list(ns):
+                if blob.digest in live:
+                    continue
+                if blob.last_modified > cutoff:
+                    report.kept_recent += 1
+                else:
+                    stale.append(blob.digest)
+            if stale and not dry_run:
+                await spill.delete(ns, stale)
+            report.deleted.extend((ns, digest) for digest in stale)
+        mine = f"{self.prefix}/"
+        report.unattributed = sorted(
+            ns for ns in await spill.namespaces() if ns.startswith(mine) and ns not in owned
+        )
+        return report
 
     async def forget(self, scope_id: str | None) -> None:
         """Drop a cached scope (its store client stays cached)."""

@@ -171,3 +171,77 @@ def test_four_processes_keep_every_write(
         assert core.run(count_keys()) == 4 * count
     finally:
         core.close()
+
+
+def _spilling_core(env: StoreEnv, spill: object, user: str = "alice") -> CheckpointCore:
+    return _core(env, user=user, spill=spill)
+
+
+async def _live_digests(scope: object) -> set[str]:
+    from foundry_checkpoint import _codec
+    from foundry_checkpoint._core import Scope
+
+    assert isinstance(scope, Scope)
+    out: set[str] = set()
+    for key in await scope.keys():
+        item = await scope.store.get_item(key.key)
+        digest = _codec.spilled_digest(item.value) if item is not None else None
+        if digest:
+            out.add(digest)
+    return out
+
+
+def test_gc_removes_only_the_callers_unreferenced_old_blobs(store_env: StoreEnv) -> None:
+    from foundry_checkpoint.spill import LocalSpill
+
+    shared = LocalSpill(store_env.root / "shared-container")
+    alice = _spilling_core(store_env, shared)
+    bob = _spilling_core(store_env, LocalSpill(store_env.root / "shared-container"), user="bob")
+    big_a, big_b = os.urandom(1_500_000), os.urandom(1_500_000)
+
+    async def write(core: CheckpointCore, key: str, payload: bytes) -> str:
+        scope = await core.scope("t1")  # the same thread id for both users
+        await scope.touch()
+        value = await scope.encode(key, payload)
+        await scope.store.set_item(key, value)
+        ns = await scope.namespace(create=False)
+        assert ns is not None
+        return ns
+
+    async def read(core: CheckpointCore, key: str) -> bytes:
+        scope = await core.scope("t1")
+        item = await scope.store.get_item(key)
+        assert item is not None
+        return await scope.decode(item.value, key=key)
+
+    async def drop(core: CheckpointCore, key: str) -> None:
+        scope = await core.scope("t1")
+        await scope.store.delete_item(key)
+
+    try:
+        ns_a = alice.run(write(alice, "c/1", big_a))
+        alice.run(write(alice, "c/2", big_b))
+        ns_b = bob.run(write(bob, "c/1", big_b))
+        assert ns_a != ns_b  # namespaces are random per (user, scope), never the store name
+
+        alice.run(drop(alice, "c/2"))
+        report = alice.run(alice.gc(_live_digests, grace_seconds=3600))
+        assert report.deleted == [] and report.kept_recent == 1  # too young to be taken
+        report = alice.run(alice.gc(_live_digests, grace_seconds=0, dry_run=True))
+        assert len(report.deleted) == 1 and len(alice.run(shared.list(ns_a))) == 2
+        report = alice.run(alice.gc(_live_digests, grace_seconds=0))
+        assert len(report.deleted) == 1 and report.deleted[0][0] == ns_a
+        assert ns_b in report.unattributed  # bob's namespace: reported, never touched
+        assert alice.run(read(alice, "c/1")) == big_a
+        assert bob.run(read(bob, "c/1")) == big_b
+
+        bob.run(drop(bob, "c/1"))
+        bob.run(bob.gc(_live_digests, grace_seconds=0))
+        assert alice.run(read(alice, "c/1")) == big_a
+        purge_scope = alice.run(alice.scope("t1"))
+        alice.run(purge_scope.purge())
+        assert alice.run(shared.list(ns_a)) == []
+        assert alice.run(alice.scope_ids()) == []
+    finally:
+        alice.close()
+        bob.close()
