@@ -49,9 +49,8 @@ def __getattr__(name: str) -> Any:
             from ._saver import FoundryCheckpointer
         except ModuleNotFoundError as exc:  # pragma: no cover - depends on the install
             if exc.name and exc.name.split(".")[0] == "langgraph":
-                raise ImportError(
-                    "FoundryCheckpointer needs LangGraph: pip install 'foundry-checkpoint[langgraph]'"
-                ) from exc
+                hint = "pip install 'foundry-checkpoint[langgraph]'"
+                raise ImportError(f"FoundryCheckpointer needs LangGraph: {hint}") from exc
             raise
         return FoundryCheckpointer
     raise AttributeError(f"module 'foundry_checkpoint' has no attribute {name!r}")

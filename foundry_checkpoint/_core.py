@@ -9,6 +9,7 @@ each (user, scope) in that user's own isolated store, and runs all I/O on a priv
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import secrets
 import time
@@ -37,7 +38,15 @@ if TYPE_CHECKING:
 
     from .spill import SpillStore
 
-__all__ = ["BackendKind", "CheckpointCore", "GcReport", "LocalBackend", "Scope", "all_keys", "hosted"]
+__all__ = [
+    "BackendKind",
+    "CheckpointCore",
+    "GcReport",
+    "LocalBackend",
+    "Scope",
+    "all_keys",
+    "hosted",
+]
 
 T = TypeVar("T")
 LocalBackend = Literal["sqlite", "sdk"]
@@ -107,10 +116,9 @@ class Scope:
                 item = await self.store.get_item(_META_KEY)
                 if item is None and create:
                     value: JSONObject = {"ns": f"{self.core.prefix}/{secrets.token_hex(16)}"}
-                    try:
+                    # another writer (or a retried request) may have created it first
+                    with contextlib.suppress(FoundryStorageConflictError):
                         await self.store.create_item(_META_KEY, value, tags=_META_TAGS)
-                    except FoundryStorageConflictError:
-                        pass  # another writer (or a retried request) created it first
                     item = await self.store.get_item(_META_KEY)
                     self._touched = time.monotonic()
                 if item is not None:
@@ -145,7 +153,9 @@ class Scope:
     async def decode(self, value: Mapping[str, Any], *, key: str) -> bytes:
         """The payload of an item value written by :meth:`encode`."""
         ns = await self.namespace(create=False) if _codec.spilled_digest(value) else None
-        return await _codec.decode(value, spill=self.core.spill, namespace=ns, where=self.where(key))
+        return await _codec.decode(
+            value, spill=self.core.spill, namespace=ns, where=self.where(key)
+        )
 
     async def touch(self) -> None:
         """Keep the scope's metadata and index entry alive under a TTL (cheap: rate-limited)."""
@@ -215,7 +225,8 @@ class CheckpointCore:
         self.scope_word = scope_word
         if item_ttl_seconds != -1 and not 1 <= item_ttl_seconds <= 2_147_483_647:
             raise InvalidIdentifierError(
-                f"item_ttl_seconds must be -1 (never expire) or 1..2147483647, got {item_ttl_seconds}"
+                "item_ttl_seconds must be -1 (never expire) or 1..2147483647, "
+                f"got {item_ttl_seconds}"
             )
         if local_backend not in ("sqlite", "sdk"):
             raise InvalidIdentifierError(
@@ -238,7 +249,9 @@ class CheckpointCore:
             self.location = str(root / "foundry_checkpoint" / "state.sqlite3")
         else:
             self.location = str(root / "state_stores")
-        self.spill: SpillStore | None = spill if spill is not None else _default_spill(self.kind, root)
+        self.spill: SpillStore | None = (
+            spill if spill is not None else _default_spill(self.kind, root)
+        )
         self._loop = LoopThread(f"foundry-checkpoint-{self.prefix}")
         self._scopes: dict[str | None, Scope] = {}
         self._stores: dict[str, StateStoreLike] = {}
@@ -451,4 +464,3 @@ def _default_spill(kind: BackendKind, root: Path) -> SpillStore | None:
     if kind == "hosted":
         return None
     return LocalSpill(root / "foundry_checkpoint" / "spill")
-

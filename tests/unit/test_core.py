@@ -18,8 +18,15 @@ from tests.conftest import StoreEnv
 
 def _core(env: StoreEnv, **extra: object) -> CheckpointCore:
     kwargs = env.kwargs(**extra)
-    known = {"store_prefix", "credential", "endpoint", "user_id", "item_ttl_seconds",
-             "spill", "local_backend"}
+    known = {
+        "store_prefix",
+        "credential",
+        "endpoint",
+        "user_id",
+        "item_ttl_seconds",
+        "spill",
+        "local_backend",
+    }
     client = {k: v for k, v in kwargs.items() if k not in known}
     own = {k: v for k, v in kwargs.items() if k in known}
     own.setdefault("store_prefix", "core")
@@ -61,7 +68,10 @@ def test_existing_store_without_isolation_is_refused(store_env: StoreEnv) -> Non
         else:
             kwargs = store_env.kwargs()
             store = await FoundryStateStore.get_or_create(
-                name, kwargs["credential"], kwargs["endpoint"], user_isolation=False,
+                name,
+                kwargs["credential"],
+                kwargs["endpoint"],
+                user_isolation=False,
                 connection_verify=kwargs["connection_verify"],
             )
             await store.aclose()
