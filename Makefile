@@ -7,10 +7,10 @@ NODE_STAMP := node_modules/.installed
 
 .PHONY: demo test lint install clean
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml constraints.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e '.[all,test]'
+	$(PY) -m pip install --quiet -c constraints.txt -e '.[all,test]'
 	touch $(STAMP)
 
 $(NODE_STAMP): package.json package-lock.json

@@ -1,0 +1,43 @@
+"""foundry-checkpoint for Microsoft Agent Framework: workflow checkpoints on Foundry's state store.
+
+Example::
+
+    from agent_framework import WorkflowBuilder
+    from foundry_checkpoint_maf import FoundryCheckpointStorage
+
+    storage = FoundryCheckpointStorage(context_id="conv-42")
+    workflow = WorkflowBuilder(name="triage", start_executor=a, checkpoint_storage=storage) \\
+        .add_edge(a, b).build()
+    await workflow.run("input")                       # a checkpoint after every superstep
+    await workflow.run(checkpoint_id=checkpoint_id)   # resume, in this or another process
+
+Inside Foundry hosting (agent-framework-foundry-hosting), pass
+``checkpoint_store_provider=FoundryCheckpointStorageProvider()``; that class is imported only
+when first used, so this package works without the hosting package installed.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from ._storage import FoundryCheckpointStorage
+
+if TYPE_CHECKING:
+    from ._hosting import FoundryCheckpointStorageProvider
+
+__all__ = ["FoundryCheckpointStorage", "FoundryCheckpointStorageProvider"]
+
+
+def __getattr__(name: str) -> Any:
+    if name == "FoundryCheckpointStorageProvider":
+        try:
+            from ._hosting import FoundryCheckpointStorageProvider
+        except ModuleNotFoundError as exc:
+            if exc.name and exc.name.split(".")[0] == "agent_framework_foundry_hosting":
+                raise ImportError(
+                    "FoundryCheckpointStorageProvider needs agent-framework-foundry-hosting: "
+                    "pip install agent-framework-foundry-hosting"
+                ) from exc
+            raise
+        return FoundryCheckpointStorageProvider
+    raise AttributeError(f"module 'foundry_checkpoint_maf' has no attribute {name!r}")

@@ -1,0 +1,598 @@
+"""``FoundryCheckpointStorage``: MAF's ``CheckpointStorage`` on Foundry's durable state store.
+
+Mapping (one store per context, isolated per end user):
+
+* context id -> one store ``<store_prefix>/t/<context id>`` (``None``: ``<store_prefix>/default``),
+  always ``user_isolation=True``;
+* checkpoint id -> item key ``k/<checkpoint id>``; the item value is one compact string (MAF's
+  encoding dumped as compact JSON, compressed when it pays), spilled to the spill store when it
+  would exceed the 1 MB item limit;
+* tags: ``kind``, ``wf`` (workflow name), ``id``, ``prev`` (previous checkpoint id) and ``ts``
+  (the checkpoint timestamp as zero-padded UTC microseconds). Values that had to be hashed are
+  kept in full in the item value.
+
+``get_latest`` lists keys newest first and reads only the keys that share the newest
+``created_at`` second (one more page per 100 of them), orders them by ``ts`` and, on equal
+timestamps, by ``previous_checkpoint_id`` lineage, then reads one item: its cost does not grow
+with the history.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Coroutine, Iterable, Mapping, Sequence
+from datetime import datetime
+from types import TracebackType
+from typing import TYPE_CHECKING, Any, Final, TypeVar
+
+from agent_framework import CheckpointID, WorkflowCheckpoint, WorkflowCheckpointException
+from azure.ai.agentserver.core.storage import DEFAULT_ITEM_TTL_SECONDS, StateStoreItemKey
+
+from foundry_checkpoint import _codec
+from foundry_checkpoint._core import CheckpointCore, LocalBackend, Scope
+from foundry_checkpoint._naming import check_identifier, escape, item_key, tag_value
+from foundry_checkpoint.errors import FoundryCheckpointError
+
+from ._payload import (
+    decode_payload,
+    encode_payload,
+    payload_hash,
+    sortable_timestamp,
+    type_keys,
+    unescape,
+)
+
+if TYPE_CHECKING:
+    from azure.ai.agentserver.core import FoundryAgentRequestContext
+    from azure.core.credentials_async import AsyncTokenCredential
+
+    from foundry_checkpoint.spill import SpillStore
+
+__all__ = ["FoundryCheckpointStorage"]
+
+logger = logging.getLogger("foundry_checkpoint_maf")
+
+T = TypeVar("T")
+
+_KEY_WORD: Final = "k"
+_KIND: Final = "maf.checkpoint"
+_TAG_KIND: Final = "kind"
+_TAG_WF: Final = "wf"
+_TAG_ID: Final = "id"
+_TAG_PREV: Final = "prev"
+_TAG_TS: Final = "ts"
+_EXTRA_ID: Final = "cid"
+_EXTRA_WF: Final = "wf"
+_EMPTY_TAG: Final = "~"  # escape() never yields a lone "~", so it cannot collide
+_PAGE: Final = 100
+_READ_CONCURRENCY: Final = 8
+_LATEST_ATTEMPTS: Final = 3
+
+
+def _tag(value: str) -> str:
+    return tag_value(value) if value else _EMPTY_TAG
+
+
+def _second(moment: object) -> int:
+    """The whole second of a key's ``created_at`` (epoch int, float or datetime)."""
+    if isinstance(moment, datetime):
+        return int(moment.timestamp())
+    if isinstance(moment, (int, float)):
+        return int(moment)
+    raise TypeError(f"unexpected created_at {moment!r}")
+
+
+def _tags_of(key: StateStoreItemKey) -> Mapping[str, str]:
+    tags: Mapping[str, str] | None = key.tags
+    return tags or {}
+
+
+def _pick_latest(candidates: Sequence[StateStoreItemKey]) -> StateStoreItemKey:
+    """The newest of ``candidates`` by their tags: ``ts``, then ``previous_checkpoint_id`` lineage.
+
+    Among keys with the newest timestamp, the newest is the one no other tied key names as its
+    ``prev`` (agent-framework #8513: taking the maximum timestamp alone can return the parent).
+    Forks (several such heads) are broken deterministically by checkpoint id tag.
+    """
+    if not candidates:
+        raise ValueError("no candidates")
+    top = max(_tags_of(k).get(_TAG_TS, "") for k in candidates)
+    tied = [k for k in candidates if _tags_of(k).get(_TAG_TS, "") == top]
+    if len(tied) > 1:
+        named = {_tags_of(k).get(_TAG_PREV) for k in tied}
+        heads = [k for k in tied if _tags_of(k).get(_TAG_ID) not in named]
+        tied = heads or tied  # a cycle can only come from edited data: fall back to all
+    return max(tied, key=lambda k: (_tags_of(k).get(_TAG_ID, ""), k.key))
+
+
+def _oldest_first(keys: Iterable[StateStoreItemKey]) -> list[StateStoreItemKey]:
+    """``keys`` by timestamp tag; equal timestamps by lineage depth (parents first)."""
+    listed = list(keys)
+    by_id = {_tags_of(k).get(_TAG_ID): k for k in listed}
+    depth: dict[str, int] = {}
+
+    def _depth(key: StateStoreItemKey) -> int:
+        chain: list[StateStoreItemKey] = []
+        seen: set[str] = set()
+        current: StateStoreItemKey | None = key
+        base = 0
+        while current is not None and current.key not in seen:
+            if current.key in depth:
+                base = depth[current.key] + 1
+                break
+            seen.add(current.key)
+            chain.append(current)
+            tags = _tags_of(current)
+            parent = by_id.get(tags.get(_TAG_PREV))
+            same_time = parent is not None and _tags_of(parent).get(_TAG_TS) == tags.get(_TAG_TS)
+            current = parent if same_time else None
+        for offset, member in enumerate(reversed(chain)):
+            depth[member.key] = base + offset
+        return depth[key.key]
+
+    return sorted(
+        listed,
+        key=lambda k: (_tags_of(k).get(_TAG_TS, ""), _depth(k), _second(k.created_at), k.key),
+    )
+
+
+def _id_from_tag(tag: str) -> str | None:
+    """The checkpoint id an ``id`` tag spells, or None when it was hashed (or is not ours)."""
+    if not tag or tag.startswith("!") or tag == _EMPTY_TAG:
+        return None
+    try:
+        full = unescape(tag)
+    except ValueError:
+        return None
+    return full if escape(full) == tag else None
+
+
+def _checked_checkpoint_id(checkpoint_id: object) -> str:
+    if not isinstance(checkpoint_id, str) or not checkpoint_id:
+        raise WorkflowCheckpointException(
+            f"checkpoint_id must be a non-empty string, got {type(checkpoint_id).__name__}: "
+            f"{checkpoint_id!r}"
+        )
+    return checkpoint_id
+
+
+def _checked_workflow_name(workflow_name: object) -> str:
+    if not isinstance(workflow_name, str):
+        raise WorkflowCheckpointException(
+            f"workflow_name must be a string, got {type(workflow_name).__name__}: {workflow_name!r}"
+        )
+    return workflow_name
+
+
+async def _bound(context: FoundryAgentRequestContext, coro: Coroutine[Any, Any, T]) -> T:
+    """Run ``coro`` with ``context`` as the request context (task-local: nothing leaks)."""
+    from azure.ai.agentserver.core import set_request_context
+
+    set_request_context(context)
+    return await coro
+
+
+class FoundryCheckpointStorage:
+    """Microsoft Agent Framework checkpoint storage on Foundry's durable state store.
+
+    Pass it to ``WorkflowBuilder(checkpoint_storage=...)``: the workflow checkpoints every
+    superstep and resumes with ``workflow.run(checkpoint_id=...)``, in another process too.
+    With no configuration it uses the embedded local store under ``AGENTSERVER_STATE_ROOT``;
+    inside a Foundry-hosted agent (``FOUNDRY_HOSTING_ENVIRONMENT`` set) the hosted service.
+
+    Args:
+        context_id: The conversation (or other context) whose checkpoints this object holds;
+            one store per context. ``None`` uses the prefix's default store.
+        store_prefix: First segment of every store name (default ``"maf"``).
+        credential: Async token credential for hosted mode (default: the SDK's
+            ``DefaultAzureCredential``).
+        endpoint: Foundry project endpoint for hosted mode (default:
+            ``FOUNDRY_PROJECT_ENDPOINT``).
+        user_id: The end user whose isolated partition to use (hosted: forwarded to the
+            service, honoured for trusted callers; local: the partition name).
+        item_ttl_seconds: Idle lifetime of items in stores this object creates (-1: never).
+        spill: Where checkpoints over the 1 MB item limit go (default: a directory under the
+            state root in local mode, ``FOUNDRY_CHECKPOINT_BLOB_*`` blob storage if set).
+        local_backend: ``"sqlite"`` (embedded, default) or ``"sdk"`` (the SDK's local mode).
+        allowed_checkpoint_types: Classes, or ``"module:qualname"`` strings, that may be
+            unpickled besides MAF's built-in safe set, ``agent_framework.*``, ``openai.types.*``
+            and ``register_checkpoint_type`` registrations.
+        **client_kwargs: Passed to the ``FoundryStateStore`` client (hosted mode), for example
+            ``connection_verify=``.
+
+    Every method is async (MAF's protocol) and runs its I/O on the storage's own loop, so it
+    can be awaited from any loop. ``save`` refuses, with ``WorkflowCheckpointException`` and an
+    error log line, a checkpoint that could not be restored under the allowed types (MAF's
+    runner only logs save failures as warnings); nothing is stored then.
+
+    Example:
+        >>> from agent_framework import WorkflowCheckpoint
+        >>> async def demo() -> str:
+        ...     async with FoundryCheckpointStorage(context_id="conv-42") as storage:
+        ...         cp = WorkflowCheckpoint(workflow_name="triage", graph_signature_hash="h")
+        ...         await storage.save(cp)
+        ...         latest = await storage.get_latest(workflow_name="triage")
+        ...         return "same" if latest and latest.checkpoint_id == cp.checkpoint_id else "?"
+        >>> asyncio.run(demo())  # doctest: +SKIP
+        'same'
+    """
+
+    def __init__(
+        self,
+        context_id: str | None = None,
+        *,
+        store_prefix: str = "maf",
+        credential: AsyncTokenCredential | None = None,
+        endpoint: str | None = None,
+        user_id: str | None = None,
+        item_ttl_seconds: int = DEFAULT_ITEM_TTL_SECONDS,
+        spill: SpillStore | None = None,
+        local_backend: LocalBackend = "sqlite",
+        allowed_checkpoint_types: Iterable[type | str] | None = None,
+        **client_kwargs: Any,
+    ) -> None:
+        allowed = type_keys(allowed_checkpoint_types)
+        if context_id is not None:
+            check_identifier(context_id, "context_id")
+        core = CheckpointCore(
+            store_prefix=store_prefix,
+            scope_word="context",
+            credential=credential,
+            endpoint=endpoint,
+            user_id=user_id,
+            item_ttl_seconds=item_ttl_seconds,
+            spill=spill,
+            local_backend=local_backend,
+            client_kwargs=client_kwargs,
+        )
+        self._setup(core, context_id, allowed, owns_core=True, request_context=None)
+
+    def _setup(
+        self,
+        core: CheckpointCore,
+        context_id: str | None,
+        allowed: frozenset[str],
+        *,
+        owns_core: bool,
+        request_context: FoundryAgentRequestContext | None,
+    ) -> None:
+        self._core = core
+        self._context_id = context_id
+        self._allowed = allowed
+        self._owns_core = owns_core
+        self._request_context = request_context
+        self._save_failures = 0
+
+    @classmethod
+    def _on_core(
+        cls,
+        core: CheckpointCore,
+        context_id: str | None,
+        *,
+        allowed: frozenset[str],
+        request_context: FoundryAgentRequestContext | None = None,
+    ) -> FoundryCheckpointStorage:
+        """A storage on a shared core (closing it leaves the core open)."""
+        if context_id is not None:
+            check_identifier(context_id, "context_id")
+        storage = cls.__new__(cls)
+        storage._setup(core, context_id, allowed, owns_core=False, request_context=request_context)
+        return storage
+
+    # -- introspection ----------------------------------------------------------------------
+    @property
+    def context_id(self) -> str | None:
+        """The context whose checkpoints this storage holds (None: the default store)."""
+        return self._context_id
+
+    @property
+    def allowed_checkpoint_types(self) -> frozenset[str]:
+        """The extra ``"module:qualname"`` types the restricted unpickler admits."""
+        return self._allowed
+
+    @property
+    def save_failures(self) -> int:
+        """How many ``save`` calls failed on this object (MAF's runner only logs them)."""
+        return self._save_failures
+
+    def __repr__(self) -> str:
+        return f"FoundryCheckpointStorage(context_id={self._context_id!r}, {self._core.describe()})"
+
+    # -- lifecycle --------------------------------------------------------------------------
+    def close(self) -> None:
+        """Close the store clients and stop the I/O loop. Idempotent; the object reopens on use."""
+        if self._owns_core:
+            self._core.close()
+
+    async def aclose(self) -> None:
+        """Async form of :meth:`close`."""
+        if self._owns_core:
+            await self._core.aclose()
+
+    def __enter__(self) -> FoundryCheckpointStorage:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    async def __aenter__(self) -> FoundryCheckpointStorage:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.aclose()
+
+    # -- the CheckpointStorage protocol -----------------------------------------------------
+    async def save(self, checkpoint: WorkflowCheckpoint) -> CheckpointID:
+        """Store a snapshot of ``checkpoint`` and return its id.
+
+        The snapshot is taken before the first ``await``, so later changes to ``checkpoint``
+        do not reach the store. Raises :class:`WorkflowCheckpointException` (and logs at error
+        level) when the checkpoint cannot be encoded, would not decode under
+        ``allowed_checkpoint_types``, is too large with no spill store, or the write fails.
+        """
+        if not isinstance(checkpoint, WorkflowCheckpoint):
+            raise WorkflowCheckpointException(
+                f"save() takes a WorkflowCheckpoint, got {type(checkpoint).__name__}"
+            )
+        checkpoint_id = _checked_checkpoint_id(checkpoint.checkpoint_id)
+        try:
+            payload, tags, extra = self._prepare(checkpoint, checkpoint_id)
+            await self._run(self._write(checkpoint_id, payload, tags, extra))
+        except Exception as exc:
+            self._save_failures += 1
+            if isinstance(exc, WorkflowCheckpointException):
+                logger.error("%s", exc)
+                raise
+            error = WorkflowCheckpointException(
+                f"Checkpoint {checkpoint_id!r} of workflow {checkpoint.workflow_name!r} was not "
+                f"saved in context {self._context_id!r}: {type(exc).__name__}: {exc}"
+            )
+            logger.error("%s", error)
+            raise error from exc
+        return checkpoint_id
+
+    async def load(self, checkpoint_id: CheckpointID) -> WorkflowCheckpoint:
+        """A new copy of checkpoint ``checkpoint_id``.
+
+        Raises :class:`WorkflowCheckpointException` naming the id when it does not exist in
+        this context (for this user) or cannot be decoded.
+        """
+        checkpoint, _ = await self.load_with_hash(checkpoint_id)
+        return checkpoint
+
+    async def load_with_hash(self, checkpoint_id: CheckpointID) -> tuple[WorkflowCheckpoint, str]:
+        """The checkpoint and the sha256 (hex) of its stored encoding, for Foundry hosting.
+
+        The hash is ``sha256`` of MAF's encoding of the checkpoint dumped as compact JSON with
+        sorted keys: the same value Foundry hosting's own store computes, and stable across
+        processes and Python versions because it hashes what was stored, not a re-encoding.
+        """
+        checkpoint_id = _checked_checkpoint_id(checkpoint_id)
+        payload = await self._run(self._read(checkpoint_id))
+        checkpoint = decode_payload(payload, allowed=self._allowed, checkpoint_id=checkpoint_id)
+        return checkpoint, payload_hash(payload)
+
+    async def list_checkpoints(self, *, workflow_name: str) -> list[WorkflowCheckpoint]:
+        """New copies of every checkpoint of ``workflow_name`` in this context, oldest first.
+
+        A checkpoint that cannot be decoded is left out and logged at error level (``load``
+        of its id raises).
+        """
+        workflow_name = _checked_workflow_name(workflow_name)
+        found = await self._run(self._read_all(workflow_name))
+        out: list[WorkflowCheckpoint] = []
+        for checkpoint_id, payload in found:
+            try:
+                checkpoint = decode_payload(
+                    payload, allowed=self._allowed, checkpoint_id=checkpoint_id
+                )
+            except WorkflowCheckpointException as exc:
+                logger.error("list_checkpoints skips a checkpoint: %s", exc)
+                continue
+            if checkpoint.workflow_name == workflow_name:
+                out.append(checkpoint)
+        return out
+
+    async def delete(self, checkpoint_id: CheckpointID) -> bool:
+        """Delete checkpoint ``checkpoint_id`` (and its spilled blob); False when absent."""
+        checkpoint_id = _checked_checkpoint_id(checkpoint_id)
+        return await self._run(self._delete(checkpoint_id))
+
+    async def get_latest(self, *, workflow_name: str) -> WorkflowCheckpoint | None:
+        """A new copy of the newest checkpoint of ``workflow_name``, or None.
+
+        Candidates are the checkpoints first written within the newest second the store
+        records (its ``created_at``); among them the largest timestamp wins and, on equal
+        timestamps, the one no other tied checkpoint names as ``previous_checkpoint_id``. This
+        matches MAF's "largest timestamp" whenever checkpoints are saved in timestamp order, as
+        the runner does; a checkpoint saved later with an older timestamp (a copied history)
+        counts as newer here. Costs one key listing (plus one page per 100 checkpoints written
+        within the newest second) and one item read, whatever the history.
+        """
+        workflow_name = _checked_workflow_name(workflow_name)
+        found = await self._run(self._read_latest(workflow_name))
+        if found is None:
+            return None
+        checkpoint_id, payload = found
+        return decode_payload(payload, allowed=self._allowed, checkpoint_id=checkpoint_id)
+
+    async def list_checkpoint_ids(self, *, workflow_name: str) -> list[CheckpointID]:
+        """The ids of every checkpoint of ``workflow_name`` in this context, oldest first.
+
+        Read from keys and tags only (no checkpoint is decoded).
+        """
+        workflow_name = _checked_workflow_name(workflow_name)
+        return await self._run(self._ids(workflow_name))
+
+    # -- helpers on the caller's side -------------------------------------------------------
+    def _prepare(
+        self, checkpoint: WorkflowCheckpoint, checkpoint_id: str
+    ) -> tuple[bytes, dict[str, str], dict[str, str]]:
+        try:
+            payload = encode_payload(checkpoint)
+        except Exception as exc:
+            raise WorkflowCheckpointException(
+                f"Checkpoint {checkpoint_id!r} of workflow {checkpoint.workflow_name!r} cannot be "
+                f"encoded ({type(exc).__name__}: {exc}); nothing was stored"
+            ) from exc
+        try:
+            decode_payload(payload, allowed=self._allowed, checkpoint_id=checkpoint_id)
+        except WorkflowCheckpointException as exc:
+            raise WorkflowCheckpointException(
+                f"Refusing to save checkpoint {checkpoint_id!r} of workflow "
+                f"{checkpoint.workflow_name!r}: it could not be restored. {exc} Nothing was stored."
+            ) from exc
+        workflow_name = _checked_workflow_name(checkpoint.workflow_name)
+        tags = {
+            _TAG_KIND: _KIND,
+            _TAG_WF: _tag(workflow_name),
+            _TAG_ID: _tag(checkpoint_id),
+            _TAG_TS: sortable_timestamp(checkpoint.timestamp, checkpoint_id),
+        }
+        previous = checkpoint.previous_checkpoint_id
+        if previous:
+            tags[_TAG_PREV] = _tag(previous)
+        extra = {_EXTRA_ID: checkpoint_id, _EXTRA_WF: workflow_name}
+        return payload, tags, extra
+
+    async def _run(self, coro: Coroutine[Any, Any, T]) -> T:
+        if self._request_context is not None:
+            coro = _bound(self._request_context, coro)
+        return await self._core.arun(coro)
+
+    def _filter(self, workflow_name: str) -> dict[str, str]:
+        return {_TAG_KIND: _KIND, _TAG_WF: _tag(workflow_name)}
+
+    # -- coroutines on the core's loop ------------------------------------------------------
+    async def _scope(self) -> Scope:
+        return await self._core.scope(self._context_id)
+
+    async def _write(
+        self, checkpoint_id: str, payload: bytes, tags: dict[str, str], extra: dict[str, str]
+    ) -> None:
+        scope = await self._scope()
+        key = item_key(_KEY_WORD, checkpoint_id)
+        value = await scope.encode(key, payload, tags=tags, extra=extra)
+        await scope.store.set_item(key, value, tags=tags)
+        await scope.touch()
+
+    async def _payload(
+        self, scope: Scope, key: str, value: Mapping[str, Any], checkpoint_id: str
+    ) -> bytes:
+        try:
+            return await scope.decode(value, key=key)
+        except FoundryCheckpointError as exc:
+            raise WorkflowCheckpointException(
+                f"Checkpoint {checkpoint_id!r} in context {self._context_id!r} cannot be read: "
+                f"{exc}"
+            ) from exc
+
+    async def _read(self, checkpoint_id: str) -> bytes:
+        scope = await self._scope()
+        key = item_key(_KEY_WORD, checkpoint_id)
+        item = await scope.store.get_item(key)
+        if item is None:
+            raise WorkflowCheckpointException(
+                f"No checkpoint found with ID {checkpoint_id!r} in context {self._context_id!r}"
+            )
+        return await self._payload(scope, key, item.value, checkpoint_id)
+
+    async def _newest_second(
+        self, scope: Scope, tags: Mapping[str, str]
+    ) -> list[StateStoreItemKey]:
+        page = await scope.store.list_keys(tags=tags, limit=_PAGE, order="desc")
+        if not page.keys:
+            return []
+        top = _second(page.keys[0].created_at)
+        candidates: list[StateStoreItemKey] = []
+        while True:
+            same = [k for k in page.keys if _second(k.created_at) == top]
+            candidates.extend(same)
+            if len(same) < len(page.keys) or not page.has_more or not page.last_id:
+                return candidates
+            page = await scope.store.list_keys(
+                tags=tags, limit=_PAGE, after=page.last_id, order="desc"
+            )
+
+    async def _read_latest(self, workflow_name: str) -> tuple[str, bytes] | None:
+        scope = await self._scope()
+        tags = self._filter(workflow_name)
+        for _ in range(_LATEST_ATTEMPTS):
+            candidates = await self._newest_second(scope, tags)
+            if not candidates:
+                return None
+            best = _pick_latest(candidates)
+            item = await scope.store.get_item(best.key)
+            if item is None:  # deleted since it was listed: look again
+                continue
+            checkpoint_id = self._id_from(best, item.value)
+            return checkpoint_id, await self._payload(scope, best.key, item.value, checkpoint_id)
+        return None
+
+    @staticmethod
+    def _id_from(key: StateStoreItemKey, value: Mapping[str, Any] | None) -> str:
+        full = value.get(_EXTRA_ID) if value else None
+        if isinstance(full, str):
+            return full
+        return unescape(_tags_of(key).get(_TAG_ID, ""))
+
+    async def _read_all(self, workflow_name: str) -> list[tuple[str, bytes]]:
+        scope = await self._scope()
+        keys = _oldest_first(await scope.keys(self._filter(workflow_name)))
+        gate = asyncio.Semaphore(_READ_CONCURRENCY)
+
+        async def _one(key: StateStoreItemKey) -> tuple[str, bytes] | None:
+            async with gate:
+                item = await scope.store.get_item(key.key)
+                if item is None:
+                    return None
+                checkpoint_id = self._id_from(key, item.value)
+                try:
+                    return checkpoint_id, await self._payload(
+                        scope, key.key, item.value, checkpoint_id
+                    )
+                except WorkflowCheckpointException as exc:
+                    logger.error("list_checkpoints skips a checkpoint: %s", exc)
+                    return None
+
+        results = await asyncio.gather(*(_one(k) for k in keys))
+        return [r for r in results if r is not None]
+
+    async def _ids(self, workflow_name: str) -> list[str]:
+        scope = await self._scope()
+        ids: list[str] = []
+        for key in _oldest_first(await scope.keys(self._filter(workflow_name))):
+            from_tag = _id_from_tag(_tags_of(key).get(_TAG_ID, ""))
+            if from_tag is not None:
+                ids.append(from_tag)
+                continue
+            item = await scope.store.get_item(key.key)  # the id tag was hashed: read the full id
+            if item is not None:
+                ids.append(self._id_from(key, item.value))
+        return ids
+
+    async def _delete(self, checkpoint_id: str) -> bool:
+        scope = await self._scope()
+        key = item_key(_KEY_WORD, checkpoint_id)
+        item = await scope.store.get_item(key)
+        if item is None:
+            return False
+        await scope.store.delete_item(key)
+        digest = _codec.spilled_digest(item.value)
+        spill = self._core.spill
+        if digest is not None and spill is not None:
+            namespace = await scope.namespace(create=False)
+            if namespace is not None:
+                await spill.delete(namespace, [digest])
+        return True

@@ -1,0 +1,93 @@
+"""Pure helpers of the MAF storage: ordering tags, lineage choice, escaping, allowed types."""
+
+from __future__ import annotations
+
+import random
+from datetime import datetime, timedelta, timezone
+
+import pytest
+from agent_framework import WorkflowCheckpointException
+from azure.ai.agentserver.core.storage import StateStoreItemKey
+from hypothesis import given
+from hypothesis import strategies as st
+
+from foundry_checkpoint._naming import escape
+from foundry_checkpoint_maf._payload import sortable_timestamp, type_keys, unescape
+from foundry_checkpoint_maf._storage import _pick_latest
+
+
+def _key(cid: str, ts: str, prev: str | None) -> StateStoreItemKey:
+    tags = {"kind": "maf.checkpoint", "id": cid, "ts": ts}
+    if prev is not None:
+        tags["prev"] = prev
+    return StateStoreItemKey(
+        {
+            "id": f"id-{cid}",
+            "key": f"k/{cid}",
+            "etag": '"1"',
+            "created_at": 1,
+            "updated_at": 1,
+            "tags": tags,
+        }
+    )
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_pick_latest_follows_lineage_whatever_the_listing_order(seed: int) -> None:
+    # ids sort against the lineage, so no id order can stand in for it
+    chain = [_key(f"c{9 - i}", "5", f"c{10 - i}" if i else None) for i in range(8)]
+    older = [_key(f"z{i}", "4", None) for i in range(5)]
+    listed = chain + older
+    random.Random(seed).shuffle(listed)
+    assert _pick_latest(listed).key == "k/c2"
+
+
+def test_pick_latest_prefers_the_newer_timestamp_over_lineage() -> None:
+    parent = _key("a", "00000000000000000009", None)
+    child = _key("b", "00000000000000000008", "a")  # written later by a skewed clock
+    assert _pick_latest([child, parent]).key == "k/a"
+
+
+def test_pick_latest_breaks_forks_deterministically() -> None:
+    root = _key("r", "5", None)
+    left, right = _key("l", "5", "r"), _key("x", "5", "r")
+    assert _pick_latest([root, left, right]).key == _pick_latest([right, root, left]).key
+
+
+@given(
+    st.datetimes(min_value=datetime(1971, 1, 1), max_value=datetime(9000, 1, 1)),
+    st.timedeltas(min_value=timedelta(microseconds=1), max_value=timedelta(days=9000)),
+)
+def test_sortable_timestamp_orders_like_time(moment: datetime, step: timedelta) -> None:
+    first = moment.replace(tzinfo=timezone.utc)
+    later = first + step
+    if later.year > 9999:
+        return
+    a = sortable_timestamp(first.isoformat(), "x")
+    b = sortable_timestamp(later.astimezone(timezone(timedelta(hours=5))).isoformat(), "x")
+    assert len(a) == len(b) and a < b
+
+
+def test_sortable_timestamp_reads_z_and_naive_as_utc() -> None:
+    expected = sortable_timestamp("2025-01-02T03:04:05.678901+00:00", "x")
+    assert sortable_timestamp("2025-01-02T03:04:05.678901Z", "x") == expected
+    assert sortable_timestamp("2025-01-02T03:04:05.678901", "x") == expected
+
+
+def test_sortable_timestamp_rejects_garbage() -> None:
+    with pytest.raises(WorkflowCheckpointException, match="cp-1"):
+        sortable_timestamp("yesterday", "cp-1")
+
+
+@given(st.text())
+def test_unescape_inverts_escape(text: str) -> None:
+    assert unescape(escape(text)) == text
+
+
+def test_type_keys() -> None:
+    assert type_keys(None) == frozenset()
+    assert type_keys([int, "a.b:C.D"]) == frozenset({"builtins:int", "a.b:C.D"})
+    with pytest.raises(ValueError):
+        type_keys(["nocolon"])
+    with pytest.raises(TypeError):
+        type_keys([3.5])  # type: ignore[list-item]
