@@ -5,12 +5,12 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 NODE_STAMP := node_modules/.installed
 
-.PHONY: demo test lint install clean
+.PHONY: demo test lint docs install clean
 
 $(STAMP): pyproject.toml constraints.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -c constraints.txt -e '.[all,test]'
+	$(PY) -m pip install --quiet -c constraints.txt -e '.[all,test,docs]'
 	touch $(STAMP)
 
 $(NODE_STAMP): package.json package-lock.json
@@ -28,6 +28,9 @@ test: $(STAMP) $(NODE_STAMP)
 lint: $(STAMP)
 	$(VENV)/bin/ruff check foundry_checkpoint foundry_checkpoint_maf tests
 	$(VENV)/bin/mypy --strict foundry_checkpoint foundry_checkpoint_maf
+
+docs: $(STAMP)
+	$(VENV)/bin/mkdocs build --strict --site-dir site
 
 clean:
 	rm -rf $(VENV) node_modules

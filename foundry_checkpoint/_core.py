@@ -120,6 +120,9 @@ class Scope:
                     with contextlib.suppress(FoundryStorageConflictError):
                         await self.store.create_item(_META_KEY, value, tags=_META_TAGS)
                     item = await self.store.get_item(_META_KEY)
+                    # The index entry is part of what a touch keeps fresh: record it too, or
+                    # the rate-limited touch() that follows would skip registering the scope.
+                    await self.core.register(self.scope_id)
                     self._touched = time.monotonic()
                 if item is not None:
                     ns = item.value.get("ns") if item.value else None

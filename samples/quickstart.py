@@ -18,6 +18,7 @@ import os
 import tempfile
 from typing import Annotated, TypedDict
 
+from langchain_core.runnables import RunnableConfig
 from langgraph.graph import END, START, StateGraph
 
 from foundry_checkpoint import FoundryCheckpointer
@@ -54,7 +55,8 @@ def build(checkpointer: FoundryCheckpointer, *, crash: bool):  # type: ignore[no
 
 def main() -> None:
     os.environ.setdefault("AGENTSERVER_STATE_ROOT", tempfile.mkdtemp(prefix="foundry-demo-"))
-    config = {"configurable": {"thread_id": "demo-thread"}}
+    os.environ.setdefault("AZURE_AI_AGENTSERVER_DISABLE_EXPERIMENTAL_WARNING", "true")
+    config: RunnableConfig = {"configurable": {"thread_id": "demo-thread"}}
 
     print("1) first run, which crashes before it finishes:")
     with FoundryCheckpointer() as saver:

@@ -1,0 +1,1105 @@
+"""``FoundryCheckpointer``: a LangGraph checkpoint saver on Foundry's durable state store.
+
+Design, in short (the reasons are in the docstrings below):
+
+* one store per thread (``<store_prefix>/t/<thread>``), opened once per process with
+  ``user_isolation=True``;
+* one **self-contained** item per checkpoint: every channel value the checkpoint needs is in it
+  (or referenced by sha256 from the spill store), so an expired older item never breaks a newer
+  one, and resuming reads one item;
+* one item per ``put_writes`` call (per task), merged with ``if_match`` when the task writes again;
+* "latest" from ``list_keys`` tags only: every key of the newest ``created_at`` second is
+  compared by checkpoint id (uuid6), never by list position, and no item is read to compare;
+* channel values over 256 KiB serialized go to the spill store as content-addressed blobs,
+  uploaded once per thread while unchanged;
+* one async implementation: sync methods block on the core's private loop, async methods await
+  it, so ``invoke``, ``ainvoke``, sync subgraphs, threads and Jupyter all work.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import builtins
+import hashlib
+import random
+from collections import OrderedDict
+from collections.abc import AsyncIterator, Awaitable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from types import TracebackType
+from typing import TYPE_CHECKING, Any, Final, TypeVar
+from uuid import UUID
+
+from azure.ai.agentserver.core.storage import (
+    DEFAULT_ITEM_TTL_SECONDS,
+    FoundryStorageConflictError,
+    FoundryStoragePreconditionError,
+    StateStoreItemKey,
+)
+from langchain_core.runnables import RunnableConfig
+from langgraph.checkpoint.base import (
+    WRITES_IDX_MAP,
+    BaseCheckpointSaver,
+    ChannelVersions,
+    Checkpoint,
+    CheckpointMetadata,
+    CheckpointTuple,
+    PendingWrite,
+    get_checkpoint_id,
+    get_serializable_checkpoint_metadata,
+    writes_sort_key,
+)
+from langgraph.checkpoint.serde.base import SerializerProtocol
+
+from . import _codec
+from ._core import DEFAULT_GC_GRACE_SECONDS, CheckpointCore, GcReport, LocalBackend, Scope
+from ._lg_records import (
+    KIND_CHECKPOINT,
+    KIND_WRITES,
+    TAG_ID,
+    TAG_KIND,
+    TAG_NS,
+    TAG_PARENT,
+    TAG_RUN,
+    TAG_SOURCE,
+    TAG_SPILL,
+    TAG_STEP,
+    ChannelEntry,
+    CheckpointRecord,
+    WritesRecord,
+    checkpoint_key,
+    id_tag,
+    ns_tag,
+    pack_checkpoint,
+    pack_writes,
+    step_tag,
+    unescape_tag,
+    unpack_checkpoint,
+    unpack_writes,
+    writes_key,
+)
+from ._naming import check_identifier, tag_value
+from .errors import FoundryCheckpointError, InvalidIdentifierError, MissingBlobError
+
+if TYPE_CHECKING:
+    from azure.core.credentials_async import AsyncTokenCredential
+
+    from .spill import SpillStore
+
+__all__ = ["SPILL_THRESHOLD", "FoundryCheckpointer"]
+
+T = TypeVar("T")
+
+SPILL_THRESHOLD: Final = 256 * 1024
+"""A channel value whose serialized form is larger than this goes to the spill store (when one
+is configured) as its own content-addressed blob."""
+
+_PAGE: Final = 100
+_LIST_CHUNK: Final = 16
+_CONCURRENCY: Final = 16
+_MERGE_ATTEMPTS: Final = 16
+_THREAD_CACHE: Final = 256
+_WRITES_INDEX_FROM: Final = 4
+
+
+@dataclass
+class _ThreadState:
+    """What this process knows about one thread, kept to avoid reads.
+
+    ``heads`` maps a namespace to the last checkpoint written or read there and its channel
+    table; a ``put`` whose parent is that checkpoint carries unchanged channels from it (inline
+    bytes or blob references) without a read, so an unchanged large value is neither
+    serialized nor uploaded again.
+    """
+
+    heads: dict[str, CheckpointRecord] = field(default_factory=dict)
+
+
+@dataclass
+class _Candidate:
+    thread_id: str
+    key: StateStoreItemKey
+    checkpoint_id: str
+
+
+@dataclass
+class _ListPlan:
+    """The state of one ``list`` call between batches."""
+
+    candidates: list[_Candidate]
+    filter: dict[str, Any]
+    limit: int | None
+    covered: bool
+    position: int = 0
+    returned: int = 0
+    done: bool = False
+    writes_index: dict[str, dict[tuple[str, str], list[str]]] = field(default_factory=dict)
+
+
+def _tags(key: StateStoreItemKey) -> Mapping[str, str]:
+    return key.tags or {}
+
+
+def _cid_of(key: StateStoreItemKey) -> str:
+    tag = _tags(key).get(TAG_ID, "")
+    return unescape_tag(tag) or tag
+
+
+def _pair(key: StateStoreItemKey) -> tuple[str, str]:
+    tags = _tags(key)
+    return tags.get(TAG_NS, ""), tags.get(TAG_ID, "")
+
+
+def _configurable(config: RunnableConfig | None) -> Mapping[str, Any]:
+    conf = (config or {}).get("configurable")
+    if not isinstance(conf, Mapping):
+        raise InvalidIdentifierError(
+            "the config has no 'configurable' section; pass "
+            "{'configurable': {'thread_id': '<your thread id>'}}"
+        )
+    return conf
+
+
+def _thread_id(config: RunnableConfig | None) -> str:
+    conf = _configurable(config)
+    if "thread_id" not in conf or conf["thread_id"] is None:
+        raise InvalidIdentifierError(
+            "config['configurable']['thread_id'] is missing: a checkpointer stores state per "
+            "thread, so pass {'configurable': {'thread_id': '<your thread id>'}}"
+        )
+    return _check_thread(conf["thread_id"])
+
+
+def _check_thread(thread_id: object) -> str:
+    if isinstance(thread_id, (int, UUID)) and not isinstance(thread_id, bool):
+        thread_id = str(thread_id)
+    return check_identifier(thread_id, "thread_id")
+
+
+def _namespace(conf: Mapping[str, Any]) -> str:
+    ns = conf.get("checkpoint_ns") or ""
+    if not isinstance(ns, str):
+        raise InvalidIdentifierError(f"checkpoint_ns must be a string, got {ns!r}")
+    return ns
+
+
+def _matches(metadata: Mapping[str, Any], wanted: Mapping[str, Any]) -> bool:
+    return all(metadata.get(k) == v for k, v in wanted.items())
+
+
+async def _bounded(coros: Iterable[Awaitable[T]], limit: int = _CONCURRENCY) -> list[T]:
+    """Await ``coros`` concurrently, at most ``limit`` at a time, results in order."""
+    semaphore = asyncio.Semaphore(limit)
+
+    async def one(aw: Awaitable[T]) -> T:
+        async with semaphore:
+            return await aw
+
+    return list(await asyncio.gather(*(one(c) for c in coros)))
+
+
+class FoundryCheckpointer(BaseCheckpointSaver[str]):
+    """A LangGraph checkpointer backed by Azure AI Foundry's durable state store.
+
+    With no arguments it works everywhere: on a laptop (``FOUNDRY_HOSTING_ENVIRONMENT`` unset) the
+    data lives in an embedded SQLite store under ``AGENTSERVER_STATE_ROOT`` (default
+    ``~/.agentserver``); inside a Foundry-hosted agent it talks to the hosted state store with
+    ``DefaultAzureCredential``. Sync (``invoke``/``stream``) and async (``ainvoke``/``astream``)
+    graphs are both supported, from any thread or event loop.
+
+    Each thread is one store named ``<store_prefix>/t/<thread id>``, always created with
+    ``user_isolation=True``. Each checkpoint is one self-contained item, so with an
+    ``item_ttl_seconds`` older checkpoints may expire while the newest stays resumable. Channel
+    values larger than 256 KiB serialized are kept in the spill store (``LocalSpill`` by default
+    in local mode; ``AzureBlobSpill`` when configured) and uploaded once per thread while they do
+    not change. Without a spill store a checkpoint over the 1 MB item limit raises
+    :class:`~foundry_checkpoint.errors.CheckpointTooLargeError` before anything is written.
+
+    What the store must list on is kept in item tags, in clear: the namespace, checkpoint and
+    parent ids, and the metadata ``source``, ``step`` and ``run_id``. Everything else
+    (checkpoint, metadata, channel values, writes) goes through ``serde``, so an
+    ``EncryptedSerializer`` encrypts it.
+
+    Keyword arguments:
+        store_prefix: prefix of every store name (default ``"langgraph"``).
+        credential, endpoint: hosted mode only (defaults: ``DefaultAzureCredential`` and
+            ``FOUNDRY_PROJECT_ENDPOINT``).
+        user_id: the end user to partition by (hosted: sent as ``x-ms-user-id``; local: the
+            partition of the embedded store).
+        item_ttl_seconds: idle expiry of items, fixed when a store is created (default 30 days;
+            ``-1`` never expires).
+        spill: where large values go (a :class:`~foundry_checkpoint.spill.SpillStore`).
+        local_backend: ``"sqlite"`` (default, the embedded store) or ``"sdk"`` (the SDK's own
+            local mode under an inter-process file lock).
+        serde: the serializer, e.g. ``EncryptedSerializer.from_pycryptodome_aes(key=...)``.
+        **client_kwargs: passed to the state-store client (e.g. ``connection_verify``).
+
+    Example:
+        >>> from langgraph.graph import StateGraph, START, END
+        >>> from typing_extensions import TypedDict
+        >>> class State(TypedDict):
+        ...     n: int
+        >>> builder = StateGraph(State)
+        >>> _ = builder.add_node("inc", lambda s: {"n": s["n"] + 1})
+        >>> _ = builder.add_edge(START, "inc")
+        >>> _ = builder.add_edge("inc", END)
+        >>> with FoundryCheckpointer() as saver:  # doctest: +SKIP
+        ...     graph = builder.compile(checkpointer=saver)
+        ...     graph.invoke({"n": 1}, {"configurable": {"thread_id": "t-1"}})
+        {'n': 2}
+    """
+
+    def __init__(
+        self,
+        *,
+        store_prefix: str = "langgraph",
+        credential: AsyncTokenCredential | None = None,
+        endpoint: str | None = None,
+        user_id: str | None = None,
+        item_ttl_seconds: int = DEFAULT_ITEM_TTL_SECONDS,
+        spill: SpillStore | None = None,
+        local_backend: LocalBackend = "sqlite",
+        serde: SerializerProtocol | None = None,
+        **client_kwargs: Any,
+    ) -> None:
+        super().__init__(serde=serde)
+        self._core = CheckpointCore(
+            store_prefix=store_prefix,
+            scope_word="thread",
+            credential=credential,
+            endpoint=endpoint,
+            user_id=user_id,
+            item_ttl_seconds=item_ttl_seconds,
+            spill=spill,
+            local_backend=local_backend,
+            client_kwargs=client_kwargs,
+        )
+        self._threads: OrderedDict[str, _ThreadState] = OrderedDict()
+
+    # -- lifecycle ------------------------------------------------------------------------------
+    def __repr__(self) -> str:
+        return f"FoundryCheckpointer({self._core.describe()})"
+
+    @property
+    def kind(self) -> str:
+        """``"local-sqlite"``, ``"local-sdk"`` or ``"hosted"``."""
+        return self._core.kind
+
+    def close(self) -> None:
+        """Close the store clients and stop the private loop. Idempotent.
+
+        Example:
+            >>> saver = FoundryCheckpointer()
+            >>> saver.close(); saver.close()
+        """
+        self._threads.clear()
+        self._core.close()
+
+    async def aclose(self) -> None:
+        """Async form of :meth:`close` (never blocks the caller's loop). Idempotent."""
+        self._threads.clear()
+        await self._core.aclose()
+
+    def __enter__(self) -> FoundryCheckpointer:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    async def __aenter__(self) -> FoundryCheckpointer:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.aclose()
+
+    # -- public API: sync faces -------------------------------------------------------------
+    def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
+        """The checkpoint named by ``config`` (the thread's latest without ``checkpoint_id``)."""
+        return self._core.run(self._get_tuple(config))
+
+    def list(
+        self,
+        config: RunnableConfig | None,
+        *,
+        filter: dict[str, Any] | None = None,
+        before: RunnableConfig | None = None,
+        limit: int | None = None,
+    ) -> Iterator[CheckpointTuple]:
+        """Checkpoints newest first; ``filter`` (metadata equality), then ``before``/``limit``.
+
+        ``config=None`` lists every thread of this user (from the index).
+        """
+        plan = self._core.run(self._list_plan(config, filter, before, limit))
+        while not plan.done:
+            yield from self._core.run(self._list_next(plan))
+
+    def put(
+        self,
+        config: RunnableConfig,
+        checkpoint: Checkpoint,
+        metadata: CheckpointMetadata,
+        new_versions: ChannelVersions,
+    ) -> RunnableConfig:
+        """Store a checkpoint as one self-contained item; returns its config."""
+        return self._core.run(self._put(config, checkpoint, metadata, new_versions))
+
+    def put_writes(
+        self,
+        config: RunnableConfig,
+        writes: Sequence[tuple[str, Any]],
+        task_id: str,
+        task_path: str = "",
+    ) -> None:
+        """Store a task's pending writes on the checkpoint named by ``config``."""
+        self._core.run(self._put_writes(config, writes, task_id, task_path))
+
+    def delete_thread(self, thread_id: str) -> None:
+        """Delete every checkpoint, write and spilled blob of ``thread_id`` (for this user)."""
+        self._core.run(self._delete_thread(thread_id))
+
+    def delete_for_runs(self, run_ids: Sequence[str]) -> None:
+        """Delete the checkpoints (and their writes) whose ``metadata["run_id"]`` is in ``run_ids``,
+        across every thread of this user."""
+        self._core.run(self._delete_for_runs(run_ids))
+
+    def copy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
+        """Copy every checkpoint and write of one thread to another (ids and order kept)."""
+        self._core.run(self._copy_thread(source_thread_id, target_thread_id))
+
+    def prune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
+        """``"keep_latest"``: keep the newest checkpoint per namespace; ``"delete"``: delete all."""
+        self._core.run(self._prune(thread_ids, strategy))
+
+    # -- public API: async faces ------------------------------------------------------------
+    async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
+        """Async form of :meth:`get_tuple`."""
+        return await self._core.arun(self._get_tuple(config))
+
+    async def alist(
+        self,
+        config: RunnableConfig | None,
+        *,
+        filter: dict[str, Any] | None = None,
+        before: RunnableConfig | None = None,
+        limit: int | None = None,
+    ) -> AsyncIterator[CheckpointTuple]:
+        """Async form of :meth:`list`."""
+        plan = await self._core.arun(self._list_plan(config, filter, before, limit))
+        while not plan.done:
+            for item in await self._core.arun(self._list_next(plan)):
+                yield item
+
+    async def aput(
+        self,
+        config: RunnableConfig,
+        checkpoint: Checkpoint,
+        metadata: CheckpointMetadata,
+        new_versions: ChannelVersions,
+    ) -> RunnableConfig:
+        """Async form of :meth:`put`."""
+        return await self._core.arun(self._put(config, checkpoint, metadata, new_versions))
+
+    async def aput_writes(
+        self,
+        config: RunnableConfig,
+        writes: Sequence[tuple[str, Any]],
+        task_id: str,
+        task_path: str = "",
+    ) -> None:
+        """Async form of :meth:`put_writes`."""
+        await self._core.arun(self._put_writes(config, writes, task_id, task_path))
+
+    async def adelete_thread(self, thread_id: str) -> None:
+        """Async form of :meth:`delete_thread`."""
+        await self._core.arun(self._delete_thread(thread_id))
+
+    async def adelete_for_runs(self, run_ids: Sequence[str]) -> None:
+        """Async form of :meth:`delete_for_runs`."""
+        await self._core.arun(self._delete_for_runs(run_ids))
+
+    async def acopy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
+        """Async form of :meth:`copy_thread`."""
+        await self._core.arun(self._copy_thread(source_thread_id, target_thread_id))
+
+    async def aprune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
+        """Async form of :meth:`prune`."""
+        await self._core.arun(self._prune(thread_ids, strategy))
+
+    def gc(
+        self, *, grace_seconds: float = DEFAULT_GC_GRACE_SECONDS, dry_run: bool = False
+    ) -> GcReport:
+        """Delete this user's spilled blobs that no checkpoint or write references any more.
+
+        Only blobs last modified more than ``grace_seconds`` ago are taken, so a write still in
+        flight (blob first, item second) is safe. ``delete_thread``, ``prune`` and
+        ``delete_for_runs`` already clean up after themselves; this finds what expired items
+        (``item_ttl_seconds``) or crashed writers left behind.
+
+        Example:
+            >>> with FoundryCheckpointer() as saver:  # doctest: +SKIP
+            ...     report = saver.gc(dry_run=True)
+            ...     print(len(report.deleted), "blobs would be deleted")
+        """
+        return self._core.run(
+            self._core.gc(self._referenced, grace_seconds=grace_seconds, dry_run=dry_run)
+        )
+
+    async def agc(
+        self, *, grace_seconds: float = DEFAULT_GC_GRACE_SECONDS, dry_run: bool = False
+    ) -> GcReport:
+        """Async form of :meth:`gc`."""
+        return await self._core.arun(
+            self._core.gc(self._referenced, grace_seconds=grace_seconds, dry_run=dry_run)
+        )
+
+    def get_next_version(self, current: str | None, channel: None) -> str:
+        """``f"{n:032}.{random():016}"`` with ``n`` one more than the current version's.
+
+        Example:
+            >>> FoundryCheckpointer().get_next_version(None, None).startswith("0" * 31 + "1.")
+            True
+        """
+        if current is None:
+            number = 0
+        elif isinstance(current, int):
+            number = current
+        else:
+            number = int(str(current).split(".")[0])
+        return f"{number + 1:032}.{random.random():016}"
+
+    # -- implementation (runs on the core's private loop) -------------------------------------
+    def _state(self, thread_id: str) -> _ThreadState:
+        state = self._threads.get(thread_id)
+        if state is None:
+            state = self._threads[thread_id] = _ThreadState()
+            while len(self._threads) > _THREAD_CACHE:
+                self._threads.popitem(last=False)
+        else:
+            self._threads.move_to_end(thread_id)
+        return state
+
+    async def _latest_key(self, scope: Scope, ns: str) -> StateStoreItemKey | None:
+        """The key of the newest checkpoint of ``ns``, from keys and tags only.
+
+        ``list_keys`` orders by ``(created_at second, id)`` and the id is not write order, so
+        every key sharing the newest second is compared by checkpoint id (uuid6, time-ordered);
+        a further page is read only while the page ends inside that second.
+        """
+        tags = {TAG_KIND: KIND_CHECKPOINT, TAG_NS: ns_tag(ns)}
+        page = await scope.store.list_keys(tags=tags, limit=_PAGE, order="desc")
+        if not page.keys:
+            return None
+        top = page.keys[0].created_at
+        candidates = [k for k in page.keys if k.created_at == top]
+        while page.has_more and page.last_id and page.keys[-1].created_at == top:
+            page = await scope.store.list_keys(
+                tags=tags, limit=_PAGE, after=page.last_id, order="desc"
+            )
+            candidates.extend(k for k in page.keys if k.created_at == top)
+        return max(candidates, key=_cid_of)
+
+    async def _read_record(self, scope: Scope, key: str) -> CheckpointRecord | None:
+        item = await scope.store.get_item(key)
+        if item is None:
+            return None
+        payload = await scope.decode(item.value, key=key)
+        return unpack_checkpoint(payload, where=scope.where(key))
+
+    async def _get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
+        thread_id = _thread_id(config)
+        conf = _configurable(config)
+        ns = _namespace(conf)
+        wanted = get_checkpoint_id(config)
+        scope = await self._core.scope(thread_id)
+        record: CheckpointRecord | None = None
+        if wanted:
+            record = await self._read_record(scope, checkpoint_key(ns, wanted))
+            if record is not None and (record.ns, record.checkpoint_id) != (ns, wanted):
+                record = None  # a hashed key that is not ours
+        else:
+            for _ in range(3):  # the newest may be deleted between listing and reading
+                key = await self._latest_key(scope, ns)
+                if key is None:
+                    return None
+                record = await self._read_record(scope, key.key)
+                if record is not None:
+                    break
+        if record is None:
+            return None
+        writes = await self._pending_writes(scope, ns, record.checkpoint_id, None)
+        metadata = self.serde.loads_typed(record.metadata)
+        result = await self._tuple(scope, thread_id, record, metadata, writes)
+        self._state(thread_id).heads[ns] = record
+        return result
+
+    async def _tuple(
+        self,
+        scope: Scope,
+        thread_id: str,
+        record: CheckpointRecord,
+        metadata: CheckpointMetadata,
+        writes: builtins.list[PendingWrite],
+    ) -> CheckpointTuple:
+        checkpoint: Checkpoint = self.serde.loads_typed(record.checkpoint)
+        checkpoint["channel_values"] = await self._load_values(scope, record)
+        ns = record.ns
+        parent: RunnableConfig | None = None
+        if record.parent_id:
+            parent = {
+                "configurable": {
+                    "thread_id": thread_id,
+                    "checkpoint_ns": ns,
+                    "checkpoint_id": record.parent_id,
+                }
+            }
+        return CheckpointTuple(
+            config={
+                "configurable": {
+                    "thread_id": thread_id,
+                    "checkpoint_ns": ns,
+                    "checkpoint_id": record.checkpoint_id,
+                }
+            },
+            checkpoint=checkpoint,
+            metadata=metadata,
+            parent_config=parent,
+            pending_writes=writes,
+        )
+
+    async def _load_values(self, scope: Scope, record: CheckpointRecord) -> dict[str, Any]:
+        spilled = {e.digest for e in record.channels.values() if e.digest is not None}
+        blobs: dict[str, bytes] = {}
+        if spilled:
+            spill = self._core.spill
+            namespace = await scope.namespace(create=False)
+            where = scope.where(checkpoint_key(record.ns, record.checkpoint_id))
+            if spill is None or namespace is None:
+                raise MissingBlobError(
+                    f"{where} keeps channel values in the spill store, but "
+                    + ("no spill store is configured" if spill is None else "its namespace is gone")
+                    + ". Configure the spill store the checkpoint was written with."
+                )
+            ordered = sorted(spilled)
+            try:
+                got = await _bounded(spill.get(namespace, d) for d in ordered)
+            except MissingBlobError as exc:
+                raise MissingBlobError(f"{where}: {exc}") from exc
+            blobs = dict(zip(ordered, got, strict=True))
+        values: dict[str, Any] = {}
+        for name, entry in record.channels.items():
+            data = entry.data if entry.digest is None else blobs[entry.digest]
+            assert data is not None
+            values[name] = self.serde.loads_typed((entry.type, data))
+        return values
+
+    async def _pending_writes(
+        self, scope: Scope, ns: str, checkpoint_id: str, known: builtins.list[str] | None
+    ) -> builtins.list[PendingWrite]:
+        """The pending writes of a checkpoint in ``(task_path, task_id, idx)`` order.
+
+        ``known`` is the list of its writes keys when the caller already listed them.
+        """
+        if known is None:
+            tags = {TAG_KIND: KIND_WRITES, TAG_NS: ns_tag(ns), TAG_ID: id_tag(checkpoint_id)}
+            known = [k.key for k in await scope.keys(tags)]
+        if not known:
+            return []
+        records = await _bounded(self._read_writes(scope, key) for key in known)
+        rows: builtins.list[tuple[tuple[str, str, int], PendingWrite]] = []
+        for rec in records:
+            if rec is None or (rec.ns, rec.checkpoint_id) != (ns, checkpoint_id):
+                continue
+            for idx, (channel, type_, data) in rec.writes.items():
+                value = self.serde.loads_typed((type_, data))
+                order = writes_sort_key(rec.task_path, rec.task_id, idx)
+                rows.append((order, (rec.task_id, channel, value)))
+        rows.sort(key=lambda row: row[0])
+        return [write for _, write in rows]
+
+    async def _read_writes(self, scope: Scope, key: str) -> WritesRecord | None:
+        item = await scope.store.get_item(key)
+        if item is None:
+            return None
+        payload = await scope.decode(item.value, key=key)
+        return unpack_writes(payload, where=scope.where(key))
+
+    # -- list -------------------------------------------------------------------------------
+    async def _list_plan(
+        self,
+        config: RunnableConfig | None,
+        filter: Mapping[str, Any] | None,
+        before: RunnableConfig | None,
+        limit: int | None,
+    ) -> _ListPlan:
+        wanted = dict(filter or {})
+        tags = {TAG_KIND: KIND_CHECKPOINT}
+        covered = True
+        for name, value in wanted.items():
+            if name == "source" and isinstance(value, str):
+                tags[TAG_SOURCE] = tag_value(value)
+            elif name == "step" and step_tag(value) is not None:
+                tags[TAG_STEP] = str(step_tag(value))
+            elif name == "run_id" and isinstance(value, str):
+                tags[TAG_RUN] = tag_value(value)
+            else:
+                covered = False
+        if config is not None:
+            threads = [_thread_id(config)]
+            conf = _configurable(config)
+            ns = conf.get("checkpoint_ns")
+            if ns is not None:
+                tags[TAG_NS] = ns_tag(_namespace(conf))
+            if wanted_id := get_checkpoint_id(config):
+                tags[TAG_ID] = id_tag(wanted_id)
+        else:
+            threads = [t for t in await self._core.scope_ids() if t is not None]
+        before_id = get_checkpoint_id(before) if before else None
+        plan = _ListPlan([], wanted, limit, covered)
+        if limit is not None and limit <= 0:
+            plan.done = True
+            return plan
+        for thread_id in threads:
+            scope = await self._core.scope(thread_id)
+            found = [_Candidate(thread_id, k, _cid_of(k)) for k in await scope.keys(tags)]
+            if before_id:
+                found = [c for c in found if c.checkpoint_id < before_id]
+            found.sort(key=lambda c: c.checkpoint_id, reverse=True)
+            plan.candidates.extend(found)
+        plan.done = not plan.candidates
+        return plan
+
+    async def _list_next(self, plan: _ListPlan) -> builtins.list[CheckpointTuple]:
+        """The next batch of ``list`` results (reads items only for candidates it needs)."""
+        if plan.done:
+            return []
+        remaining = None if plan.limit is None else plan.limit - plan.returned
+        size = _LIST_CHUNK
+        if plan.covered and remaining is not None:
+            size = min(size, remaining)
+        chunk = plan.candidates[plan.position : plan.position + size]
+        plan.position += len(chunk)
+        scopes = {c.thread_id: await self._core.scope(c.thread_id) for c in chunk}
+        records = await _bounded(self._read_record(scopes[c.thread_id], c.key.key) for c in chunk)
+        matched: builtins.list[tuple[_Candidate, CheckpointRecord, CheckpointMetadata]] = []
+        for cand, record in zip(chunk, records, strict=True):
+            if record is None:
+                continue
+            metadata: CheckpointMetadata = self.serde.loads_typed(record.metadata)
+            if _matches(metadata, plan.filter):
+                matched.append((cand, record, metadata))
+        if remaining is not None:
+            matched = matched[:remaining]
+        # Listing a thread's writes keys once beats one listing per checkpoint past a few.
+        expected = len(plan.candidates) - plan.position + len(matched)
+        if remaining is not None:
+            expected = min(expected, remaining)
+        use_index = expected > _WRITES_INDEX_FROM
+        if use_index:
+            for thread_id in dict.fromkeys(cand.thread_id for cand, _, _ in matched):
+                await self._writes_index(plan, scopes[thread_id], thread_id)
+
+        async def build(
+            cand: _Candidate, record: CheckpointRecord, metadata: CheckpointMetadata
+        ) -> CheckpointTuple:
+            scope = scopes[cand.thread_id]
+            known = None
+            if use_index:
+                index = await self._writes_index(plan, scope, cand.thread_id)
+                known = index.get((ns_tag(record.ns), id_tag(record.checkpoint_id)), [])
+            writes = await self._pending_writes(scope, record.ns, record.checkpoint_id, known)
+            return await self._tuple(scope, cand.thread_id, record, metadata, writes)
+
+        results = await _bounded(build(*row) for row in matched)
+        plan.returned += len(results)
+        if plan.position >= len(plan.candidates) or (
+            plan.limit is not None and plan.returned >= plan.limit
+        ):
+            plan.done = True
+        return results
+
+    async def _writes_index(
+        self, plan: _ListPlan, scope: Scope, thread_id: str
+    ) -> dict[tuple[str, str], builtins.list[str]]:
+        index = plan.writes_index.get(thread_id)
+        if index is None:
+            index = {}
+            for key in await scope.keys({TAG_KIND: KIND_WRITES}):
+                index.setdefault(_pair(key), []).append(key.key)
+            plan.writes_index[thread_id] = index
+        return index
+
+    # -- put --------------------------------------------------------------------------------
+    async def _put(
+        self,
+        config: RunnableConfig,
+        checkpoint: Checkpoint,
+        metadata: CheckpointMetadata,
+        new_versions: ChannelVersions,
+    ) -> RunnableConfig:
+        thread_id = _thread_id(config)
+        conf = _configurable(config)
+        ns = _namespace(conf)
+        parent_id = conf.get("checkpoint_id") or None
+        checkpoint_id = check_identifier(checkpoint.get("id"), "checkpoint id")
+        scope = await self._core.scope(thread_id)
+        state = self._state(thread_id)
+        rest = {k: v for k, v in checkpoint.items() if k != "channel_values"}
+        md = get_serializable_checkpoint_metadata(config, metadata)
+        channels, absent = await self._channel_table(
+            scope, state, ns, parent_id, checkpoint, new_versions
+        )
+        record = CheckpointRecord(
+            ns=ns,
+            checkpoint_id=checkpoint_id,
+            parent_id=parent_id,
+            checkpoint=self.serde.dumps_typed(rest),
+            metadata=self.serde.dumps_typed(md),
+            channels=channels,
+            absent=absent,
+        )
+        key = checkpoint_key(ns, checkpoint_id)
+        tags = {
+            TAG_KIND: KIND_CHECKPOINT,
+            TAG_NS: ns_tag(ns),
+            TAG_ID: id_tag(checkpoint_id),
+            TAG_SPILL: "1" if record.digests() else "0",
+        }
+        if parent_id:
+            tags[TAG_PARENT] = id_tag(parent_id)
+        source = md.get("source")
+        if isinstance(source, str):
+            tags[TAG_SOURCE] = tag_value(source)
+        step = step_tag(md.get("step"))
+        if step is not None:
+            tags[TAG_STEP] = step
+        run_id = md.get("run_id")
+        if run_id is not None and str(run_id):
+            tags[TAG_RUN] = tag_value(str(run_id))
+        value = await scope.encode(key, pack_checkpoint(record), tags=tags)
+        if _codec.spilled_digest(value):
+            tags[TAG_SPILL] = "1"
+        await scope.touch()
+        await scope.store.set_item(key, value, tags=tags)
+        state.heads[ns] = record
+        return {
+            "configurable": {
+                "thread_id": thread_id,
+                "checkpoint_ns": ns,
+                "checkpoint_id": checkpoint_id,
+            }
+        }
+
+    async def _channel_table(
+        self,
+        scope: Scope,
+        state: _ThreadState,
+        ns: str,
+        parent_id: str | None,
+        checkpoint: Checkpoint,
+        new_versions: ChannelVersions,
+    ) -> tuple[dict[str, ChannelEntry], dict[str, str | int | float]]:
+        """Every channel value the checkpoint needs, at the versions it names, and the channels
+        it versions without a value.
+
+        Channels in ``new_versions`` are serialized from ``channel_values`` (a channel without a
+        value there is absent). Unchanged channels are carried from the parent checkpoint: from
+        memory when this process wrote or read it last, else by reading the parent item; a
+        channel found nowhere at its version falls back to ``channel_values``.
+        """
+        values = checkpoint["channel_values"]
+        versions = checkpoint["channel_versions"]
+        head = state.heads.get(ns)
+        known = [head] if head is not None and parent_id and head.checkpoint_id == parent_id else []
+        table: dict[str, ChannelEntry] = {}
+        absent: dict[str, str | int | float] = {}
+        fresh: builtins.list[str] = []
+        missing = [name for name in versions if name not in new_versions]
+        for name in versions:
+            if name in new_versions:
+                if name in values:
+                    fresh.append(name)
+                else:
+                    absent[name] = versions[name]
+        if missing and not known and parent_id:
+            parent = await self._read_record(scope, checkpoint_key(ns, parent_id))
+            known = [parent] if parent is not None else []
+        for source in known:
+            for name in builtins.list(missing):
+                entry = source.channels.get(name)
+                if entry is not None and entry.version == versions[name]:
+                    table[name] = entry
+                    missing.remove(name)
+                elif name in source.absent and source.absent[name] == versions[name]:
+                    absent[name] = versions[name]
+                    missing.remove(name)
+        for name in missing:
+            if name in values:
+                fresh.append(name)
+            else:
+                absent[name] = versions[name]
+        made = await _bounded(self._entry(scope, versions[name], values[name]) for name in fresh)
+        table.update(zip(fresh, made, strict=True))
+        return {name: table[name] for name in versions if name in table}, absent
+
+    async def _entry(self, scope: Scope, version: str | int | float, value: Any) -> ChannelEntry:
+        type_, data = self.serde.dumps_typed(value)
+        spill = self._core.spill
+        if spill is None or len(data) <= SPILL_THRESHOLD:
+            return ChannelEntry(version, type_, data, None, len(data))
+        digest = await asyncio.to_thread(lambda: hashlib.sha256(data).hexdigest())
+        namespace = await scope.namespace(create=True)
+        if namespace is None:  # pragma: no cover - create=True always yields one
+            raise FoundryCheckpointError(f"no spill namespace for {scope.where('-')}")
+        # Blob first, item second: an item never references a blob that was not stored. A
+        # blob already there (same content) is not uploaded again, only refreshed.
+        await spill.put(namespace, digest, data)
+        return ChannelEntry(version, type_, None, digest, len(data))
+
+    # -- put_writes -------------------------------------------------------------------------
+    async def _put_writes(
+        self,
+        config: RunnableConfig,
+        writes: Sequence[tuple[str, Any]],
+        task_id: str,
+        task_path: str,
+    ) -> None:
+        thread_id = _thread_id(config)
+        conf = _configurable(config)
+        ns = _namespace(conf)
+        checkpoint_id = conf.get("checkpoint_id")
+        if not checkpoint_id:
+            raise InvalidIdentifierError(
+                "put_writes needs config['configurable']['checkpoint_id'] (the checkpoint the "
+                "writes belong to)"
+            )
+        check_identifier(checkpoint_id, "checkpoint_id")
+        check_identifier(task_id, "task_id")
+        if not writes:
+            return
+        new: dict[int, tuple[str, str, bytes]] = {}
+        for idx, (channel, value) in enumerate(writes):
+            new[WRITES_IDX_MAP.get(channel, idx)] = (channel, *self.serde.dumps_typed(value))
+        scope = await self._core.scope(thread_id)
+        key = writes_key(ns, checkpoint_id, task_id)
+        tags = {TAG_KIND: KIND_WRITES, TAG_NS: ns_tag(ns), TAG_ID: id_tag(checkpoint_id)}
+        record = WritesRecord(ns, checkpoint_id, task_id, task_path, new)
+        value, tags = await self._encode_writes(scope, key, record, tags)
+        await scope.touch()
+        try:
+            await scope.store.create_item(key, value, tags=tags)
+            return
+        except FoundryStorageConflictError:
+            pass
+        for _ in range(_MERGE_ATTEMPTS):
+            item = await scope.store.get_item(key)
+            if item is None:
+                try:
+                    await scope.store.create_item(key, value, tags=tags)
+                    return
+                except FoundryStorageConflictError:
+                    continue
+            old = unpack_writes(await scope.decode(item.value, key=key), where=scope.where(key))
+            merged = dict(old.writes)
+            changed = task_path != old.task_path
+            for idx, write in new.items():
+                if idx < 0 or idx not in merged:
+                    merged[idx] = write
+                    changed = True
+            if not changed:
+                return
+            record = WritesRecord(ns, checkpoint_id, task_id, task_path, merged)
+            merged_value, merged_tags = await self._encode_writes(scope, key, record, tags)
+            try:
+                await scope.store.set_item(key, merged_value, tags=merged_tags, if_match=item.etag)
+                return
+            except FoundryStoragePreconditionError:
+                continue
+        raise FoundryCheckpointError(
+            f"could not merge the writes of task {task_id!r} into {scope.where(key)}: it kept "
+            "changing under concurrent writers; retry the step"
+        )
+
+    async def _encode_writes(
+        self, scope: Scope, key: str, record: WritesRecord, tags: Mapping[str, str]
+    ) -> tuple[dict[str, Any], dict[str, str]]:
+        out = {**tags, TAG_SPILL: "0"}
+        value = await scope.encode(key, pack_writes(record), tags=out)
+        if _codec.spilled_digest(value):
+            out[TAG_SPILL] = "1"
+        return value, out
+
+    # -- deletion, copy, prune ----------------------------------------------------------------
+    async def _delete_thread(self, thread_id: str) -> None:
+        thread_id = _check_thread(thread_id)
+        scope = await self._core.scope(thread_id)
+        await scope.purge()
+        self._threads.pop(thread_id, None)
+
+    async def _remove(
+        self, scope: Scope, thread_id: str, keys: builtins.list[StateStoreItemKey]
+    ) -> None:
+        """Delete ``keys`` from the thread, then its blobs that nothing left references."""
+        if not keys:
+            return
+        self._threads.pop(thread_id, None)
+        await _bounded(scope.store.delete_item(k.key) for k in keys)
+        if any(_tags(k).get(TAG_SPILL) == "1" for k in keys):
+            await self._collect_blobs(scope)
+
+    async def _collect_blobs(self, scope: Scope) -> None:
+        """Delete the thread's spilled blobs that no remaining item references (at once)."""
+        spill = self._core.spill
+        if spill is None:
+            return
+        namespace = await scope.namespace(create=False)
+        if namespace is None:
+            return
+        keep = await self._referenced(scope)
+        doomed = [b.digest for b in await spill.list(namespace) if b.digest not in keep]
+        if doomed:
+            await spill.delete(namespace, doomed)
+
+    async def _referenced(self, scope: Scope) -> set[str]:
+        """Every spilled blob the thread's items reference.
+
+        Items that reference blobs (a spilled item, or spilled channel values) carry the tag
+        ``sp=1``, so only those are read.
+        """
+        holders = [k for k in await scope.keys() if _tags(k).get(TAG_SPILL) == "1"]
+
+        async def of(key: StateStoreItemKey) -> set[str]:
+            item = await scope.store.get_item(key.key)
+            if item is None:
+                return set()
+            found: set[str] = set()
+            digest = _codec.spilled_digest(item.value)
+            if digest:
+                found.add(digest)
+            if _tags(key).get(TAG_KIND) == KIND_CHECKPOINT:
+                payload = await scope.decode(item.value, key=key.key)
+                found |= unpack_checkpoint(payload, where=scope.where(key.key)).digests()
+            return found
+
+        return set().union(*await _bounded(of(k) for k in holders))
+
+    async def _delete_for_runs(self, run_ids: Sequence[str]) -> None:
+        wanted = {tag_value(str(r)) for r in run_ids}
+        if not wanted:
+            return
+        for thread_id in await self._core.scope_ids():
+            if thread_id is None:
+                continue
+            scope = await self._core.scope(thread_id)
+            if len(wanted) <= _WRITES_INDEX_FROM:
+                checkpoints: builtins.list[StateStoreItemKey] = []
+                for run in sorted(wanted):
+                    checkpoints += await scope.keys({TAG_KIND: KIND_CHECKPOINT, TAG_RUN: run})
+            else:
+                checkpoints = await scope.keys({TAG_KIND: KIND_CHECKPOINT})
+            checkpoints = [k for k in checkpoints if _tags(k).get(TAG_RUN) in wanted]
+            if not checkpoints:
+                continue
+            doomed = {_pair(k) for k in checkpoints}
+            writes = [w for w in await scope.keys({TAG_KIND: KIND_WRITES}) if _pair(w) in doomed]
+            await self._remove(scope, thread_id, checkpoints + writes)
+
+    async def _prune(self, thread_ids: Sequence[str], strategy: str) -> None:
+        if strategy not in ("keep_latest", "delete"):
+            raise ValueError(f"unknown prune strategy {strategy!r}; use 'keep_latest' or 'delete'")
+        for raw in thread_ids:
+            thread_id = _check_thread(raw)
+            if strategy == "delete":
+                await self._delete_thread(thread_id)
+                continue
+            scope = await self._core.scope(thread_id)
+            keys = await scope.keys()
+            newest: dict[str, StateStoreItemKey] = {}
+            for key in keys:
+                if _tags(key).get(TAG_KIND) != KIND_CHECKPOINT:
+                    continue
+                ns = _tags(key).get(TAG_NS, "")
+                best = newest.get(ns)
+                if best is None or (key.created_at, _cid_of(key)) > (
+                    best.created_at,
+                    _cid_of(best),
+                ):
+                    newest[ns] = key
+            keep = {_pair(k) for k in newest.values()}
+            doomed = [
+                k
+                for k in keys
+                if _tags(k).get(TAG_KIND) in (KIND_CHECKPOINT, KIND_WRITES) and _pair(k) not in keep
+            ]
+            await self._remove(scope, thread_id, doomed)
+
+    async def _copy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
+        source_id = _check_thread(source_thread_id)
+        target_id = _check_thread(target_thread_id)
+        if source_id == target_id:
+            return
+        source = await self._core.scope(source_id)
+        target = await self._core.scope(target_id)
+        keys = await source.keys()
+        checkpoints = sorted(
+            (k for k in keys if _tags(k).get(TAG_KIND) == KIND_CHECKPOINT), key=_cid_of
+        )
+        writes: dict[tuple[str, str], builtins.list[StateStoreItemKey]] = {}
+        for key in keys:
+            if _tags(key).get(TAG_KIND) == KIND_WRITES:
+                writes.setdefault(_pair(key), []).append(key)
+        self._threads.pop(target_id, None)
+        copied: set[str] = set()
+        for key in checkpoints:
+            # One at a time, oldest first: "latest" compares created_at, then checkpoint id.
+            await self._copy_item(source, target, key, copied)
+            await _bounded(
+                self._copy_item(source, target, w, copied) for w in writes.get(_pair(key), [])
+            )
+
+    async def _copy_item(
+        self, source: Scope, target: Scope, key: StateStoreItemKey, copied: set[str]
+    ) -> None:
+        item = await source.store.get_item(key.key)
+        if item is None:
+            return
+        payload = await source.decode(item.value, key=key.key)
+        tags = dict(_tags(key))
+        tags[TAG_SPILL] = "0"
+        if tags.get(TAG_KIND) == KIND_CHECKPOINT:
+            digests = unpack_checkpoint(payload, where=source.where(key.key)).digests()
+            if digests:
+                tags[TAG_SPILL] = "1"
+                await self._copy_blobs(source, target, digests - copied)
+                copied |= digests
+        value = await target.encode(key.key, payload, tags=tags)
+        if _codec.spilled_digest(value):
+            tags[TAG_SPILL] = "1"
+        await target.touch()
+        await target.store.set_item(key.key, value, tags=tags)
+
+    async def _copy_blobs(self, source: Scope, target: Scope, digests: set[str]) -> None:
+        spill = self._core.spill
+        if not digests:
+            return
+        src_ns = await source.namespace(create=False)
+        if spill is None or src_ns is None:
+            raise MissingBlobError(
+                f"cannot copy {source.where('-')}: its checkpoints reference spilled blobs and "
+                "no spill store (or spill namespace) is available"
+            )
+        dst_ns = await target.namespace(create=True)
+        assert dst_ns is not None
+
+        async def one(digest: str) -> None:
+            await spill.put(dst_ns, digest, await spill.get(src_ns, digest))
+
+        await _bounded(one(d) for d in sorted(digests))

@@ -1,0 +1,198 @@
+""" "Latest" from keys and tags: same-second bursts and a request budget flat in history length."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+from collections import Counter
+from collections.abc import Callable
+from typing import Any
+
+from langgraph.checkpoint.base import Checkpoint, empty_checkpoint
+from langgraph.checkpoint.base.id import uuid6
+
+from foundry_checkpoint import FoundryCheckpointer
+from foundry_checkpoint._core import Scope
+from tests.langgraph._util import cfg
+
+
+def _checkpoint(value: int) -> Checkpoint:
+    cp = empty_checkpoint()
+    cp["id"] = str(uuid6(clock_seq=value))
+    cp["channel_values"] = {"n": value}
+    cp["channel_versions"] = {"n": value + 1}
+    return cp
+
+
+def _scope(saver: FoundryCheckpointer, thread_id: str) -> Scope:
+    async def get() -> Scope:
+        return await saver._core.scope(thread_id)
+
+    return saver._core.run(get())
+
+
+def _created_at(saver: FoundryCheckpointer, thread_id: str) -> list[tuple[int, str]]:
+    """(created_at, key) of every checkpoint item of the thread, in the store's desc order."""
+    scope = _scope(saver, thread_id)
+    keys = saver._core.run(scope.keys({"k": "c"}))
+    return [(k.created_at, k.key) for k in keys]
+
+
+def _burst(saver: FoundryCheckpointer, thread_id: str, count: int) -> list[str]:
+    """Put a chain of ``count`` checkpoints as fast as possible; returns their ids in order."""
+    ids: list[str] = []
+    parent: str | None = None
+    for i in range(count):
+        cp = _checkpoint(i)
+        saver.put(cfg(thread_id, parent), cp, {"source": "loop", "step": i}, {"n": i + 1})
+        parent = cp["id"]
+        ids.append(parent)
+    return ids
+
+
+def test_latest_under_same_second_burst(make_saver: Callable[..., FoundryCheckpointer]) -> None:
+    saver = make_saver()
+    # Start at the beginning of a second, so the 30 puts share one created_at second; if a
+    # slow machine still crosses a boundary, try again on another thread.
+    for attempt in range(5):
+        time.sleep(1.0 - time.time() % 1.0 + 0.01)
+        thread_id = f"burst-{attempt}"
+        ids = _burst(saver, thread_id, 30)
+        stamps = _created_at(saver, thread_id)
+        if len({c for c, _ in stamps}) == 1:
+            break
+    assert len(stamps) == 30 and len({c for c, _ in stamps}) == 1
+
+    # Compared by checkpoint id over the whole second, whatever the store's tie order ...
+    newest_key = saver._core.run(saver._latest_key(_scope(saver, thread_id), ""))
+    assert newest_key is not None and newest_key.key.endswith(ids[-1])
+    # ... yet get_tuple and list are exact.
+    latest = saver.get_tuple(cfg(thread_id))
+    assert latest is not None
+    assert latest.checkpoint["id"] == ids[-1]
+    assert latest.checkpoint["channel_values"] == {"n": 29}
+    assert latest.metadata["step"] == 29
+    assert [t.checkpoint["id"] for t in saver.list(cfg(thread_id))] == ids[::-1]
+    assert [t.checkpoint["id"] for t in saver.list(cfg(thread_id), limit=3)] == ids[:-4:-1]
+    saver.prune([thread_id])
+    assert [t.checkpoint["id"] for t in saver.list(cfg(thread_id))] == [ids[-1]]
+
+
+def test_latest_first_key_is_not_trusted(make_saver: Callable[..., FoundryCheckpointer]) -> None:
+    # After each put within one second the newest must win, whatever the tie order says.
+    saver = make_saver()
+    time.sleep(1.0 - time.time() % 1.0 + 0.01)
+    parent: str | None = None
+    first_key_wrong = 0
+    for i in range(12):
+        cp = _checkpoint(i)
+        saver.put(cfg("ties", parent), cp, {"source": "loop", "step": i}, {"n": i + 1})
+        parent = cp["id"]
+        got = saver.get_tuple(cfg("ties"))
+        assert got is not None and got.checkpoint["id"] == parent
+        stamps = _created_at(saver, "ties")
+        top = [key for c, key in stamps if c == stamps[0][0]]
+        first_key_wrong += not top[0].endswith(parent)
+    # A saver that took the first key of the page would have been wrong at least once.
+    assert first_key_wrong >= 1
+
+
+class _Counting:
+    """Counts the store calls a scope makes (local mode has no wire to count on)."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+        self.calls: Counter[str] = Counter()
+
+    def __getattr__(self, name: str) -> Any:
+        attr = getattr(self.inner, name)
+        if not callable(attr):
+            return attr
+
+        def call(*args: Any, **kwargs: Any) -> Any:
+            self.calls[name] += 1
+            return attr(*args, **kwargs)
+
+        return call
+
+
+async def _history(saver: FoundryCheckpointer, thread_id: str, count: int) -> None:
+    """``count`` older checkpoints (written concurrently: their order does not matter here)."""
+    sem = asyncio.Semaphore(32)
+
+    async def one(i: int) -> None:
+        async with sem:
+            cp = _checkpoint(i)
+            await saver.aput(cfg(thread_id), cp, {"source": "loop", "step": i}, {"n": i + 1})
+
+    await asyncio.gather(*(one(i) for i in range(count)))
+
+
+async def test_request_budget_is_flat_in_history(
+    store_env: Any, make_saver: Callable[..., FoundryCheckpointer]
+) -> None:
+    saver = make_saver()
+    sizes = (10, 1000)
+    threads = {n: f"budget-{n}-{uuid.uuid4().hex[:6]}" for n in sizes}
+    await asyncio.gather(*(_history(saver, threads[n], n) for n in sizes))
+    await asyncio.sleep(1.1)  # the newest checkpoints get a created_at second of their own
+    counts: dict[int, Counter[str]] = {}
+    for n in sizes:
+        thread_id = threads[n]
+        newest = _checkpoint(n)
+        config = await saver.aput(cfg(thread_id), newest, {"source": "loop", "step": n}, {})
+        await saver.aput_writes(config, [("n", -1)], "task-1")
+        counting, scope = _count_calls(saver, thread_id)
+        if store_env.mode == "hosted":
+            store_env.emulator.reset_counts()
+        try:
+            latest = await saver.aget_tuple(cfg(thread_id))
+        finally:
+            scope.store = counting.inner
+        assert latest is not None and latest.checkpoint["id"] == newest["id"]
+        assert latest.pending_writes == [("task-1", "n", -1)]
+        counts[n] = counting.calls
+        if store_env.mode == "hosted":  # what went over the wire, counted by the emulator
+            wire = store_env.emulator.requests
+            assert (wire["list_keys"], wire["get_item"], sum(wire.values())) == (2, 2, 4)
+        assert len(_created_at(saver, thread_id)) == n + 1  # the history is really there
+    # "latest": one list_keys and one get_item; its writes: one list_keys and one get_item.
+    assert counts[10] == counts[1000] == Counter({"list_keys": 2, "get_item": 2})
+
+
+def _count_calls(saver: FoundryCheckpointer, thread_id: str) -> tuple[_Counting, Scope]:
+    scope = _scope(saver, thread_id)
+    counting = _Counting(scope.store)
+    scope.store = counting
+    return counting, scope
+
+
+def test_warm_steps_and_filters_read_only_what_they_return(
+    make_saver: Callable[..., FoundryCheckpointer],
+) -> None:
+    from tests.langgraph.test_graphs import _counter
+
+    saver = make_saver()
+    graph = _counter().compile(checkpointer=saver)
+    graph.invoke({"total": 0, "log": []}, cfg("warm"))
+    before = len(list(saver.list(cfg("warm"))))
+    counting, scope = _count_calls(saver, "warm")
+    try:
+        graph.invoke({"total": 0, "log": []}, cfg("warm"))
+        calls = dict(counting.calls)
+        written = len(list(saver.list(cfg("warm")))) - before
+        counting.calls.clear()
+        # One read for the whole run (get_tuple of the latest); every step carries unchanged
+        # channels from memory instead of reading its parent.
+        assert written == 4
+        assert calls["get_item"] == 1
+        assert calls["set_item"] == written  # one item per checkpoint
+        assert calls["create_item"] == 3  # one writes item per task (input, a, b)
+
+        # A metadata filter on tagged fields reads only the checkpoint it returns (+ its writes).
+        found = list(saver.list(cfg("warm"), filter={"source": "loop", "step": 5}))
+        assert [t.metadata["step"] for t in found] == [5]
+        assert counting.calls["get_item"] == 2 and counting.calls["list_keys"] == 2
+    finally:
+        scope.store = counting.inner
