@@ -1,0 +1,201 @@
+"""Saver URIs and the thread copy behind ``foundry-checkpoint copy``.
+
+A URI names a LangGraph checkpoint saver:
+
+* ``sqlite:PATH``: a ``SqliteSaver`` (langgraph-checkpoint-sqlite) on the file ``PATH``;
+* ``postgres:DSN``: a ``PostgresSaver`` (langgraph-checkpoint-postgres) on ``DSN``;
+* ``foundry`` or ``foundry:PREFIX``: a :class:`~foundry_checkpoint.FoundryCheckpointer` with
+  that ``store_prefix`` (default: the CLI's ``--prefix``), on the backend the environment selects.
+
+The copy reads the source's checkpoint ids with ``list()``, then, thread by thread and oldest
+first, reads each checkpoint with ``get_tuple()`` and writes it with ``put()`` (parent id,
+checkpoint id and every channel value kept) followed by ``put_writes()`` per task (pending
+writes kept, in order). Only ids are held in memory, so a large database copies in constant
+memory per checkpoint.
+
+Example:
+    >>> parse_uri("sqlite:old.db")
+    SaverUri(scheme='sqlite', target='old.db')
+    >>> parse_uri("foundry")
+    SaverUri(scheme='foundry', target='')
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from .errors import FoundryCheckpointError
+
+if TYPE_CHECKING:
+    from langchain_core.runnables import RunnableConfig
+    from langgraph.checkpoint.base import BaseCheckpointSaver
+
+__all__ = [
+    "CheckpointRef",
+    "CopyError",
+    "SaverUri",
+    "copy_checkpoint",
+    "open_saver",
+    "parse_uri",
+    "plan_copy",
+]
+
+_SCHEMES = ("sqlite", "postgres", "foundry")
+
+
+class CopyError(FoundryCheckpointError):
+    """A saver URI cannot be opened (bad form, missing file, missing package)."""
+
+
+@dataclass(frozen=True)
+class SaverUri:
+    """A parsed saver URI: ``scheme`` is ``sqlite``, ``postgres`` or ``foundry``."""
+
+    scheme: str
+    target: str
+
+
+@dataclass(frozen=True)
+class CheckpointRef:
+    """One checkpoint of the source, by id only."""
+
+    thread_id: str
+    checkpoint_ns: str
+    checkpoint_id: str
+
+
+def parse_uri(uri: str) -> SaverUri:
+    """Split ``scheme:target``; raise :class:`ValueError` for an unknown scheme or empty target.
+
+    Example:
+        >>> parse_uri("postgres:postgresql://u@db/app").target
+        'postgresql://u@db/app'
+    """
+    scheme, _, target = uri.partition(":")
+    if scheme not in _SCHEMES:
+        raise ValueError(
+            f"unknown saver URI {uri!r}: use sqlite:PATH, postgres:DSN, foundry or foundry:PREFIX"
+        )
+    if scheme != "foundry" and not target:
+        raise ValueError(f"saver URI {uri!r} needs a target after '{scheme}:'")
+    return SaverUri(scheme, target)
+
+
+@contextlib.contextmanager
+def open_saver(
+    uri: SaverUri,
+    *,
+    role: str,
+    foundry: Callable[[str | None], BaseCheckpointSaver[Any]],
+) -> Iterator[BaseCheckpointSaver[Any]]:
+    """Open the saver ``uri`` names; ``role`` is ``"source"`` or ``"destination"``.
+
+    A SQLite source must exist (a missing file would silently be an empty database); a SQLite or
+    Postgres destination gets its tables created (``setup()``). ``foundry`` builds the
+    Foundry saver from the prefix (None: the CLI's default).
+    """
+    if uri.scheme == "foundry":
+        saver = foundry(uri.target or None)
+        try:
+            yield saver
+        finally:
+            close = getattr(saver, "close", None)
+            if callable(close):
+                close()
+        return
+    if uri.scheme == "sqlite":
+        try:
+            import sqlite3
+
+            from langgraph.checkpoint.sqlite import SqliteSaver
+        except ImportError as exc:
+            raise CopyError(
+                "sqlite: URIs need langgraph-checkpoint-sqlite: "
+                "pip install langgraph-checkpoint-sqlite"
+            ) from exc
+        if role == "source" and not os.path.isfile(uri.target):
+            raise CopyError(f"source database {uri.target!r} does not exist")
+        conn = sqlite3.connect(uri.target, check_same_thread=False)
+        try:
+            sqlite_saver = SqliteSaver(conn)
+            sqlite_saver.setup()
+            yield sqlite_saver
+        finally:
+            conn.close()
+        return
+    try:
+        from langgraph.checkpoint.postgres import PostgresSaver
+    except ImportError as exc:
+        raise CopyError(
+            "postgres: URIs need langgraph-checkpoint-postgres: "
+            "pip install 'langgraph-checkpoint-postgres' 'psycopg[binary]'"
+        ) from exc
+    with PostgresSaver.from_conn_string(uri.target) as pg_saver:
+        pg_saver.setup()
+        yield pg_saver
+
+
+def plan_copy(
+    source: BaseCheckpointSaver[Any], threads: list[str] | None = None
+) -> list[CheckpointRef]:
+    """Every checkpoint of ``threads`` (all threads when None), each thread oldest first.
+
+    ``list()`` returns a thread's checkpoints newest first, so each thread's run is reversed;
+    threads keep the order in which ``list()`` first named them.
+    """
+    configs: list[RunnableConfig | None] = [None]
+    if threads:
+        configs = [{"configurable": {"thread_id": t}} for t in threads]
+    per_thread: dict[str, list[CheckpointRef]] = {}
+    for config in configs:
+        for item in source.list(config):
+            conf = item.config["configurable"]
+            ref = CheckpointRef(
+                str(conf["thread_id"]),
+                str(conf.get("checkpoint_ns", "")),
+                str(conf["checkpoint_id"]),
+            )
+            per_thread.setdefault(ref.thread_id, []).append(ref)
+    out: list[CheckpointRef] = []
+    for refs in per_thread.values():
+        out.extend(reversed(refs))
+    return out
+
+
+def copy_checkpoint(
+    source: BaseCheckpointSaver[Any], destination: BaseCheckpointSaver[Any], ref: CheckpointRef
+) -> int:
+    """Copy one checkpoint and its pending writes; returns the number of writes copied.
+
+    Raises :class:`CopyError` when the source no longer has the checkpoint.
+    """
+    wanted: RunnableConfig = {
+        "configurable": {
+            "thread_id": ref.thread_id,
+            "checkpoint_ns": ref.checkpoint_ns,
+            "checkpoint_id": ref.checkpoint_id,
+        }
+    }
+    found = source.get_tuple(wanted)
+    if found is None:
+        raise CopyError(
+            f"checkpoint {ref.checkpoint_id!r} of thread {ref.thread_id!r} vanished from the "
+            "source during the copy"
+        )
+    conf: dict[str, Any] = {"thread_id": ref.thread_id, "checkpoint_ns": ref.checkpoint_ns}
+    parent = (found.parent_config or {}).get("configurable", {}).get("checkpoint_id")
+    if parent:
+        conf["checkpoint_id"] = parent
+    checkpoint = found.checkpoint
+    new_versions = dict(checkpoint["channel_versions"])
+    written = destination.put({"configurable": conf}, checkpoint, found.metadata, new_versions)
+    tasks: dict[str, list[tuple[str, Any]]] = {}
+    for task_id, channel, value in found.pending_writes or []:
+        tasks.setdefault(task_id, []).append((channel, value))
+    for task_id, writes in tasks.items():
+        destination.put_writes(written, writes, task_id)
+    return sum(len(w) for w in tasks.values())

@@ -1,0 +1,112 @@
+"""Every sample script runs (as a user would: a subprocess) and prints what it promises."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+from .conftest import SAMPLES
+
+
+def run(name: str, env: dict[str, str]) -> list[str]:
+    done = subprocess.run(
+        [sys.executable, str(SAMPLES / name)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=240,
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    return [line.strip() for line in done.stdout.splitlines()]
+
+
+def test_every_script_is_tested() -> None:
+    tested = {
+        "quickstart.py",
+        "langgraph_human_in_the_loop.py",
+        "langgraph_large_state.py",
+        "maf_workflow_resume.py",
+        "maf_human_in_the_loop.py",
+        "hosted_offline.py",
+    }
+    assert {p.name for p in SAMPLES.glob("*.py")} == tested
+
+
+def test_every_script_has_a_header_docstring() -> None:
+    for path in SAMPLES.glob("*.py"):
+        head = path.read_text(encoding="utf-8").lstrip()
+        assert head.startswith('"""'), path.name
+        assert "shows" in head.split('"""')[1], path.name
+
+
+def test_quickstart(sample_env: dict[str, str]) -> None:
+    out = run("quickstart.py", sample_env)
+    assert "crashed: simulated crash in 'review'" in out
+    assert "saved progress: ['plan', 'research', 'draft'], next: ['review']" in out
+    assert "finished: ['plan', 'research', 'draft', 'review', 'publish']" in out
+    assert out.count("running plan") == 1  # resumed, not restarted
+    assert any(line.startswith("FoundryCheckpointer(backend='local-sqlite'") for line in out)
+
+
+def test_langgraph_human_in_the_loop(sample_env: dict[str, str], tmp_path: Path) -> None:
+    out = run("langgraph_human_in_the_loop.py", sample_env)
+    reply = "Refund of 42 EUR approved; it reaches you in 3 days."
+    assert out[:4] == [
+        f"[process 1] drafted: {reply}",
+        "[process 1] paused, waiting for a human: Send this reply?",
+        "[process 2] pending question: Send this reply? (next node: approve)",
+        f"[process 2] resumed with 'yes'; sent: {reply}",
+    ]
+    assert out[4] == "[process 2] checkpoints in the thread: 5"
+    assert (tmp_path / "state" / "foundry_checkpoint" / "state.sqlite3").is_file()
+
+
+def test_langgraph_large_state(sample_env: dict[str, str]) -> None:
+    out = run("langgraph_large_state.py", sample_env)
+    assert "graph finished: 768 pages" in out
+    checkpoints = int(next(x for x in out if x.startswith("checkpoints written:")).split()[-1])
+    match = next(
+        m
+        for x in out
+        if (m := re.match(r"blobs in the local spill folder: (\d+) \(([\d,]+) bytes\)", x))
+    )
+    blobs, stored = int(match.group(1)), int(match.group(2).replace(",", ""))
+    assert 1 <= blobs < checkpoints  # the 3 MB value is not stored once per checkpoint
+    assert 3 * 1024 * 1024 <= stored <= blobs * (3 * 1024 * 1024 + 4096)
+    assert "read back: 3,145,728 bytes, intact: True" in out
+    assert out[-1] == "after delete_thread: 0 blobs"
+
+
+def test_maf_workflow_resume(sample_env: dict[str, str]) -> None:
+    out = run("maf_workflow_resume.py", sample_env)
+    assert "crashed: simulated crash in 'review'" in out
+    assert out.count("running plan") == 1 and out.count("running draft") == 1
+    assert out[-1] == "finished: start > plan > draft > review > publish"
+    assert any(re.fullmatch(r"3 checkpoints saved; resuming from the latest, \S+", x) for x in out)
+
+
+def test_maf_human_in_the_loop(sample_env: dict[str, str]) -> None:
+    out = run("maf_human_in_the_loop.py", sample_env)
+    assert out == [
+        "[process 1] waiting for a human: Approve taxi receipt, 38 EUR?",
+        "[process 2] pending request found: Approve taxi receipt, 38 EUR?",
+        "[process 2] notified: Approve taxi receipt, 38 EUR? -> approved",
+    ]
+
+
+def test_hosted_offline(sample_env: dict[str, str], tmp_path: Path) -> None:
+    out = run("hosted_offline.py", sample_env)
+    assert "backend: hosted" in out
+    assert "saved progress: ['plan', 'research', 'draft']" in out
+    assert "finished: ['plan', 'research', 'draft', 'review', 'publish']" in out
+    assert "bob sees a checkpoint: False" in out
+    served = next(x for x in out if x.startswith("requests served:"))
+    match = re.match(
+        r"requests served: (\d+) \(put_item (\d+), get_item (\d+), list_keys (\d+)\)", served
+    )
+    assert match and int(match.group(2)) >= 7  # at least one write per checkpoint went over HTTPS
+    # hosted mode: nothing was written to the local embedded store
+    assert not (tmp_path / "state" / "foundry_checkpoint" / "state.sqlite3").exists()
