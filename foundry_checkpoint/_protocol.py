@@ -59,9 +59,7 @@ class StateStoreLike(Protocol):
         """The item, or None when it does not exist (or has expired)."""
         ...
 
-    async def delete_item(
-        self, key: str, *, if_match: str | None = None
-    ) -> DeletedStateStoreItem:
+    async def delete_item(self, key: str, *, if_match: str | None = None) -> DeletedStateStoreItem:
         """Delete an item (idempotent unless ``if_match`` is given)."""
         ...
 

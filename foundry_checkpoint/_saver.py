@@ -25,7 +25,6 @@ import random
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Awaitable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from types import TracebackType
 from typing import TYPE_CHECKING, Any, Final, TypeVar
 from uuid import UUID
 
@@ -77,6 +76,7 @@ from ._lg_records import (
     unpack_writes,
     writes_key,
 )
+from ._lifecycle import CoreOwner
 from ._naming import check_identifier, tag_value
 from .errors import FoundryCheckpointError, InvalidIdentifierError, MissingBlobError
 
@@ -197,7 +197,7 @@ async def _bounded(coros: Iterable[Awaitable[T]], limit: int = _CONCURRENCY) -> 
     return list(await asyncio.gather(*(one(c) for c in coros)))
 
 
-class FoundryCheckpointer(BaseCheckpointSaver[str]):
+class FoundryCheckpointer(CoreOwner, BaseCheckpointSaver[str]):
     """A LangGraph checkpointer backed by Azure AI Foundry's durable state store.
 
     With no arguments it works everywhere: on a laptop (``FOUNDRY_HOSTING_ENVIRONMENT`` unset) the
@@ -284,42 +284,8 @@ class FoundryCheckpointer(BaseCheckpointSaver[str]):
         """``"local-sqlite"``, ``"local-sdk"`` or ``"hosted"``."""
         return self._core.kind
 
-    def close(self) -> None:
-        """Close the store clients and stop the private loop. Idempotent.
-
-        Example:
-            >>> saver = FoundryCheckpointer()
-            >>> saver.close(); saver.close()
-        """
+    def _reset(self) -> None:
         self._threads.clear()
-        self._core.close()
-
-    async def aclose(self) -> None:
-        """Async form of :meth:`close` (never blocks the caller's loop). Idempotent."""
-        self._threads.clear()
-        await self._core.aclose()
-
-    def __enter__(self) -> FoundryCheckpointer:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
-
-    async def __aenter__(self) -> FoundryCheckpointer:
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.aclose()
 
     # -- public API: sync faces -------------------------------------------------------------
     def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:

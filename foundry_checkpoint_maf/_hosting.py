@@ -14,7 +14,6 @@ Importing this module imports ``agent_framework_foundry_hosting``; the package's
 from __future__ import annotations
 
 from collections.abc import Iterable
-from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
 from agent_framework import CheckpointStorage
@@ -27,6 +26,7 @@ from azure.ai.agentserver.core import AgentConfig, FoundryAgentRequestContext
 from azure.ai.agentserver.core.storage import DEFAULT_ITEM_TTL_SECONDS
 
 from foundry_checkpoint._core import CheckpointCore, LocalBackend
+from foundry_checkpoint._lifecycle import CoreOwner
 
 from ._payload import type_keys
 from ._storage import FoundryCheckpointStorage
@@ -39,7 +39,7 @@ if TYPE_CHECKING:
 __all__ = ["FoundryCheckpointStorageProvider"]
 
 
-class FoundryCheckpointStorageProvider(ContextScopedStoreProvider[CheckpointStorage]):
+class FoundryCheckpointStorageProvider(CoreOwner, ContextScopedStoreProvider[CheckpointStorage]):
     """Foundry hosting's ``checkpoint_store_provider`` backed by :class:`FoundryCheckpointStorage`.
 
     Takes the same options as :class:`FoundryCheckpointStorage` except ``context_id``, which
@@ -106,33 +106,3 @@ class FoundryCheckpointStorageProvider(ContextScopedStoreProvider[CheckpointStor
 
     def __repr__(self) -> str:
         return f"FoundryCheckpointStorageProvider({self._core.describe()})"
-
-    def close(self) -> None:
-        """Close the shared clients and stop the I/O loop (idempotent)."""
-        self._core.close()
-
-    async def aclose(self) -> None:
-        """Async form of :meth:`close`."""
-        await self._core.aclose()
-
-    def __enter__(self) -> FoundryCheckpointStorageProvider:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
-
-    async def __aenter__(self) -> FoundryCheckpointStorageProvider:
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.aclose()

@@ -23,7 +23,6 @@ import asyncio
 import logging
 from collections.abc import Coroutine, Iterable, Mapping, Sequence
 from datetime import datetime
-from types import TracebackType
 from typing import TYPE_CHECKING, Any, Final, TypeVar
 
 from agent_framework import CheckpointID, WorkflowCheckpoint, WorkflowCheckpointException
@@ -31,6 +30,7 @@ from azure.ai.agentserver.core.storage import DEFAULT_ITEM_TTL_SECONDS, StateSto
 
 from foundry_checkpoint import _codec
 from foundry_checkpoint._core import CheckpointCore, LocalBackend, Scope
+from foundry_checkpoint._lifecycle import CoreOwner
 from foundry_checkpoint._naming import check_identifier, escape, item_key, tag_value
 from foundry_checkpoint.errors import FoundryCheckpointError
 
@@ -173,7 +173,7 @@ async def _bound(context: FoundryAgentRequestContext, coro: Coroutine[Any, Any, 
     return await coro
 
 
-class FoundryCheckpointStorage:
+class FoundryCheckpointStorage(CoreOwner):
     """Microsoft Agent Framework checkpoint storage on Foundry's durable state store.
 
     Pass it to ``WorkflowBuilder(checkpoint_storage=...)``: the workflow checkpoints every
@@ -298,39 +298,6 @@ class FoundryCheckpointStorage:
 
     def __repr__(self) -> str:
         return f"FoundryCheckpointStorage(context_id={self._context_id!r}, {self._core.describe()})"
-
-    # -- lifecycle --------------------------------------------------------------------------
-    def close(self) -> None:
-        """Close the store clients and stop the I/O loop. Idempotent; the object reopens on use."""
-        if self._owns_core:
-            self._core.close()
-
-    async def aclose(self) -> None:
-        """Async form of :meth:`close`."""
-        if self._owns_core:
-            await self._core.aclose()
-
-    def __enter__(self) -> FoundryCheckpointStorage:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
-
-    async def __aenter__(self) -> FoundryCheckpointStorage:
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.aclose()
 
     # -- the CheckpointStorage protocol -----------------------------------------------------
     async def save(self, checkpoint: WorkflowCheckpoint) -> CheckpointID:

@@ -1,0 +1,70 @@
+"""The lifecycle every adapter object shares: ``close``/``aclose`` and context managers."""
+
+from __future__ import annotations
+
+from types import TracebackType
+from typing import TYPE_CHECKING, TypeVar
+
+if TYPE_CHECKING:
+    from ._core import CheckpointCore
+
+__all__ = ["CoreOwner"]
+
+_S = TypeVar("_S", bound="CoreOwner")
+
+
+class CoreOwner:
+    """An object whose store I/O runs on a :class:`CheckpointCore`.
+
+    ``close()``/``aclose()`` are idempotent, fine on an object never used, and the object
+    reopens on its next use; ``with`` and ``async with`` close on exit. An object that shares
+    another's core (``_owns_core = False``) leaves that core open.
+
+    Example:
+        >>> from foundry_checkpoint import FoundryCheckpointer
+        >>> saver = FoundryCheckpointer()
+        >>> saver.close(); saver.close()
+        >>> with FoundryCheckpointer() as saver:
+        ...     saver.kind
+        'local-sqlite'
+    """
+
+    _core: CheckpointCore
+    _owns_core: bool = True
+
+    def _reset(self) -> None:
+        """Drop per-object caches that belong to the core's clients (hook)."""
+
+    def close(self) -> None:
+        """Close the store clients and stop the private loop (idempotent)."""
+        self._reset()
+        if self._owns_core:
+            self._core.close()
+
+    async def aclose(self) -> None:
+        """Async form of :meth:`close`; never blocks the caller's loop."""
+        self._reset()
+        if self._owns_core:
+            await self._core.aclose()
+
+    def __enter__(self: _S) -> _S:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    async def __aenter__(self: _S) -> _S:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.aclose()
