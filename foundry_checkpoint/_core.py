@@ -9,7 +9,6 @@ each (user, scope) in that user's own isolated store, and runs all I/O on a priv
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import os
 import secrets
 import time
@@ -25,6 +24,7 @@ from azure.ai.agentserver.core.storage import (
     JSONObject,
     StateStoreItemKey,
 )
+from azure.core.exceptions import ServiceRequestError, ServiceResponseError
 
 from . import _codec
 from ._local_store import default_state_root
@@ -45,6 +45,7 @@ __all__ = [
     "LocalBackend",
     "Scope",
     "all_keys",
+    "create_item",
     "hosted",
 ]
 
@@ -57,6 +58,7 @@ _META_KEY: Final = item_key("m", "spill")
 _META_TAGS: Final = {"kind": "meta"}
 _INDEX_TAGS: Final = {"kind": "scope"}
 _PAGE: Final = 100
+_TRANSPORT_ATTEMPTS: Final = 4
 DEFAULT_GC_GRACE_SECONDS: Final = 24 * 3600
 
 
@@ -116,9 +118,8 @@ class Scope:
                 item = await self.store.get_item(_META_KEY)
                 if item is None and create:
                     value: JSONObject = {"ns": f"{self.core.prefix}/{secrets.token_hex(16)}"}
-                    # another writer (or a retried request) may have created it first
-                    with contextlib.suppress(FoundryStorageConflictError):
-                        await self.store.create_item(_META_KEY, value, tags=_META_TAGS)
+                    # another writer (or a lost first attempt) may have created it first
+                    await create_item(self.store, _META_KEY, value, tags=_META_TAGS)
                     item = await self.store.get_item(_META_KEY)
                     # The index entry is part of what a touch keeps fresh: record it too, or
                     # the rate-limited touch() that follows would skip registering the scope.
@@ -188,6 +189,39 @@ class Scope:
         self._namespace = None
         self._touched = 0.0
         await self.core.unregister(self.scope_id)
+
+
+async def _transport_retried(make: Callable[[], Awaitable[T]]) -> T:
+    """``make()``, again after a dropped connection or a failed send.
+
+    azure-core retries a POST only on some HTTP statuses, never on a transport error, so a
+    create (a store, an item) would fail a whole step on one dropped connection. Callers only
+    pass operations that are safe to repeat: a create that did land answers 409 the second
+    time, which they treat as "already there".
+    """
+    for attempt in range(_TRANSPORT_ATTEMPTS):
+        try:
+            return await make()
+        except (ServiceRequestError, ServiceResponseError):
+            if attempt == _TRANSPORT_ATTEMPTS - 1:
+                raise
+            await asyncio.sleep(0.1 * 4**attempt)
+    raise AssertionError("unreachable")  # pragma: no cover
+
+
+async def create_item(
+    store: StateStoreLike, key: str, value: JSONObject, *, tags: Mapping[str, str] | None
+) -> bool:
+    """Create an item; False when the key already exists (perhaps from a lost attempt).
+
+    Dropped connections are retried (see :func:`_transport_retried`), so the caller must treat
+    False as "the item may be the one this call wrote".
+    """
+    try:
+        await _transport_retried(lambda: store.create_item(key, value, tags=tags))
+    except FoundryStorageConflictError:
+        return False
+    return True
 
 
 async def all_keys(
@@ -393,14 +427,16 @@ class CheckpointCore:
             return await LockedSdkStore.get_or_create(
                 name, user_isolation=True, item_ttl_seconds=self.item_ttl_seconds
             )
-        return await FoundryStateStore.get_or_create(
-            name,
-            self._credential,
-            self._endpoint,
-            user_isolation=True,
-            item_ttl_seconds=self.item_ttl_seconds,
-            user_id=self._user_id,
-            **self._client_kwargs,
+        return await _transport_retried(
+            lambda: FoundryStateStore.get_or_create(
+                name,
+                self._credential,
+                self._endpoint,
+                user_isolation=True,
+                item_ttl_seconds=self.item_ttl_seconds,
+                user_id=self._user_id,
+                **self._client_kwargs,
+            )
         )
 
     async def gc(

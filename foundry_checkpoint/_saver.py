@@ -30,7 +30,6 @@ from uuid import UUID
 
 from azure.ai.agentserver.core.storage import (
     DEFAULT_ITEM_TTL_SECONDS,
-    FoundryStorageConflictError,
     FoundryStoragePreconditionError,
     StateStoreItemKey,
 )
@@ -50,7 +49,14 @@ from langgraph.checkpoint.base import (
 from langgraph.checkpoint.serde.base import SerializerProtocol
 
 from . import _codec
-from ._core import DEFAULT_GC_GRACE_SECONDS, CheckpointCore, GcReport, LocalBackend, Scope
+from ._core import (
+    DEFAULT_GC_GRACE_SECONDS,
+    CheckpointCore,
+    GcReport,
+    LocalBackend,
+    Scope,
+    create_item,
+)
 from ._lg_records import (
     KIND_CHECKPOINT,
     KIND_WRITES,
@@ -860,19 +866,14 @@ class FoundryCheckpointer(CoreOwner, BaseCheckpointSaver[str]):
         record = WritesRecord(ns, checkpoint_id, task_id, task_path, new)
         value, tags = await self._encode_writes(scope, key, record, tags)
         await scope.touch()
-        try:
-            await scope.store.create_item(key, value, tags=tags)
+        if await create_item(scope.store, key, value, tags=tags):
             return
-        except FoundryStorageConflictError:
-            pass
         for _ in range(_MERGE_ATTEMPTS):
             item = await scope.store.get_item(key)
             if item is None:
-                try:
-                    await scope.store.create_item(key, value, tags=tags)
+                if await create_item(scope.store, key, value, tags=tags):
                     return
-                except FoundryStorageConflictError:
-                    continue
+                continue
             old = unpack_writes(await scope.decode(item.value, key=key), where=scope.where(key))
             merged = dict(old.writes)
             changed = task_path != old.task_path
