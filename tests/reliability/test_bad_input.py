@@ -1,0 +1,242 @@
+"""Damaged data: a corrupt item or blob raises CorruptPayloadError, a lost blob MissingBlobError.
+
+The damage is done behind the saver's back, directly in the store (one character of an item's
+payload flipped, tags kept) or in the spill directory (a blob deleted or one byte changed).
+Reading the damaged checkpoint must raise the typed error instead of returning other data, and
+every other checkpoint of the thread must read back exactly as before. Runs in both store modes.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol
+
+import pytest
+from langchain_core.runnables import RunnableConfig
+from langgraph.checkpoint.base import CheckpointTuple
+from langgraph.graph import END, START, StateGraph
+from typing_extensions import TypedDict
+
+from foundry_checkpoint import (
+    CorruptPayloadError,
+    FoundryCheckpointer,
+    LocalSpill,
+    MissingBlobError,
+)
+from foundry_checkpoint._lg_records import checkpoint_key, unpack_checkpoint, writes_key
+
+from ._worker import big_value
+
+
+class BadState(TypedDict, total=False):
+    """The state of the four-step graph."""
+
+    n: int
+    big: bytes
+
+
+class _Step(Protocol):
+    def __call__(self, state: BadState) -> BadState: ...
+
+
+def _step(big: int | None) -> _Step:
+    def step(state: BadState) -> BadState:
+        out: BadState = {"n": state.get("n", 0) + 1}
+        if big is not None:
+            out["big"] = big_value(big)
+        return out
+
+    return step
+
+
+def _build() -> StateGraph[BadState]:
+    """``s1`` (big = B11) -> ``s2`` (big = B12) -> ``s3`` (small) -> ``s4`` (big = B13)."""
+    builder: StateGraph[BadState] = StateGraph(BadState)
+    for name, big in (("s1", 11), ("s2", 12), ("s3", None), ("s4", 13)):
+        builder.add_node(name, _step(big))
+    builder.add_edge(START, "s1")
+    builder.add_edge("s1", "s2")
+    builder.add_edge("s2", "s3")
+    builder.add_edge("s3", "s4")
+    builder.add_edge("s4", END)
+    return builder
+
+
+def _config(thread: str, checkpoint_id: str | None = None) -> RunnableConfig:
+    conf: dict[str, Any] = {"thread_id": thread, "checkpoint_ns": ""}
+    if checkpoint_id is not None:
+        conf["checkpoint_id"] = checkpoint_id
+    return {"configurable": conf}
+
+
+def _digest(data: object) -> object:
+    return hashlib.sha256(data).hexdigest() if isinstance(data, bytes) else data
+
+
+def _view(tup: CheckpointTuple | None) -> dict[str, Any]:
+    """What a reader gets from a checkpoint, large values summarised."""
+    assert tup is not None
+    return {
+        "values": {k: _digest(v) for k, v in sorted(tup.checkpoint["channel_values"].items())},
+        "writes": [(t, c, _digest(v)) for t, c, v in tup.pending_writes or []],
+        "step": tup.metadata.get("step"),
+    }
+
+
+@dataclass
+class Thread:
+    """A finished run of the graph: its saver, a reader, and every checkpoint as read back."""
+
+    name: str
+    saver: FoundryCheckpointer
+    reader: FoundryCheckpointer
+    ids: dict[int, str]  # step -> checkpoint id
+    views: dict[str, dict[str, Any]]  # checkpoint id -> view
+    tuples: dict[int, CheckpointTuple]
+
+    def checkpoint_item(self, step: int) -> str:
+        return checkpoint_key("", self.ids[step])
+
+    def read(self, checkpoint_id: str | None) -> CheckpointTuple | None:
+        return self.reader.get_tuple(_config(self.name, checkpoint_id))
+
+    def others_unchanged(self, *damaged: int) -> None:
+        """Every checkpoint but ``damaged`` (steps) reads back exactly as before."""
+        for step, checkpoint_id in self.ids.items():
+            if step not in damaged:
+                assert _view(self.read(checkpoint_id)) == self.views[checkpoint_id], step
+
+
+@pytest.fixture
+def thread(store_env: Any) -> Iterator[Thread]:
+    """The graph run to its end on a fresh thread; a second saver object reads."""
+    spill = store_env.root / "spill"
+
+    def make() -> FoundryCheckpointer:
+        return FoundryCheckpointer(**store_env.kwargs(spill=LocalSpill(spill, fsync=False)))
+
+    saver, reader = make(), make()
+    try:
+        name = "damaged"
+        _build().compile(checkpointer=saver).invoke({"n": 0}, _config(name))
+        tuples = {int(t.metadata["step"]): t for t in reader.list(_config(name))}
+        assert sorted(tuples) == [-1, 0, 1, 2, 3, 4]
+        ids = {step: t.config["configurable"]["checkpoint_id"] for step, t in tuples.items()}
+        views = {ids[step]: _view(t) for step, t in tuples.items()}
+        yield Thread(name, saver, reader, ids, views, tuples)
+    finally:
+        saver.close()
+        reader.close()
+
+
+def _rewrite(thread: Thread, key: str, change: Callable[[dict[str, Any]], dict[str, Any]]) -> None:
+    """Replace item ``key``'s value by ``change(value)`` directly in the store, tags kept."""
+    core = thread.saver._core
+
+    async def go() -> None:
+        scope = await core.scope(thread.name)
+        item = await scope.store.get_item(key)
+        assert item is not None, key
+        await scope.store.set_item(key, change(dict(item.value)), tags=dict(item.tags or {}))
+
+    core.run(go())
+
+
+def _flip(value: dict[str, Any]) -> dict[str, Any]:
+    """One character of the inline payload changed (in the middle: every bit there counts)."""
+    text = value["d"]
+    assert isinstance(text, str) and len(text) > 8
+    i = len(text) // 2
+    return {**value, "d": text[:i] + ("A" if text[i] != "A" else "B") + text[i + 1 :]}
+
+
+def _blob(thread: Thread, step: int) -> tuple[str, str]:
+    """The spill namespace and the digest of checkpoint ``step``'s ``big`` channel blob."""
+    core = thread.saver._core
+    key = thread.checkpoint_item(step)
+
+    async def go() -> tuple[str, str]:
+        scope = await core.scope(thread.name)
+        item = await scope.store.get_item(key)
+        assert item is not None
+        record = unpack_checkpoint(await scope.decode(item.value, key=key), where=key)
+        digest = record.channels["big"].digest
+        namespace = await scope.namespace(create=False)
+        assert digest is not None and namespace is not None
+        return namespace, digest
+
+    return core.run(go())
+
+
+def test_corrupt_checkpoint_item(thread: Thread) -> None:
+    _rewrite(thread, thread.checkpoint_item(3), _flip)
+    with pytest.raises(CorruptPayloadError):
+        thread.read(thread.ids[3])
+    thread.others_unchanged(3)
+    # the newest checkpoint damaged: reading "latest" raises, it does not fall back silently
+    _rewrite(thread, thread.checkpoint_item(4), _flip)
+    with pytest.raises(CorruptPayloadError):
+        thread.read(None)
+    thread.others_unchanged(3, 4)
+
+
+def test_corrupt_middle_checkpoint_leaves_the_thread_usable(thread: Thread) -> None:
+    _rewrite(thread, thread.checkpoint_item(2), _flip)
+    assert _view(thread.read(None)) == thread.views[thread.ids[4]]
+    out = _build().compile(checkpointer=thread.saver).invoke({"n": 100}, _config(thread.name))
+    assert out["n"] == 104 and _digest(out["big"]) == _digest(big_value(13))
+    with pytest.raises(CorruptPayloadError):
+        thread.read(thread.ids[2])
+    thread.others_unchanged(2)
+
+
+def test_corrupt_writes_item(thread: Thread) -> None:
+    pending = thread.tuples[2].pending_writes
+    assert pending
+    task = pending[0][0]  # s3's writes on checkpoint 2 (inline)
+    _rewrite(thread, writes_key("", thread.ids[2], task), _flip)
+    with pytest.raises(CorruptPayloadError):
+        thread.read(thread.ids[2])
+    thread.others_unchanged(2)
+
+
+def test_missing_channel_blob(thread: Thread) -> None:
+    namespace, digest = _blob(thread, 1)  # B11: referenced by checkpoint 1 only
+    spill = thread.saver._core.spill
+    assert spill is not None
+    thread.saver._core.run(spill.delete(namespace, [digest]))
+    with pytest.raises(MissingBlobError):
+        thread.read(thread.ids[1])
+    thread.others_unchanged(1)
+
+
+def test_missing_writes_blob(thread: Thread, store_env: Any) -> None:
+    # s2's writes on checkpoint 1 hold B12 and are over 1 MB: the writes item itself is spilled
+    blobs = {p.name: p for p in Path(store_env.root / "spill").rglob("*") if p.is_file()}
+    _, b12 = _blob(thread, 2)
+    _, b11 = _blob(thread, 1)
+    _, b13 = _blob(thread, 4)
+    spilled_items = sorted(set(blobs) - {b11, b12, b13})
+    assert len(spilled_items) == 3  # the writes of s1, s2 and s4
+    for name in spilled_items:
+        blobs[name].unlink()
+    for step in (0, 1, 3):  # the checkpoints those writes are pending on
+        with pytest.raises(MissingBlobError):
+            thread.read(thread.ids[step])
+    thread.others_unchanged(0, 1, 3)
+
+
+def test_corrupt_blob(thread: Thread, store_env: Any) -> None:
+    _, digest = _blob(thread, 4)  # B13: checkpoint 4 only
+    (path,) = [p for p in Path(store_env.root / "spill").rglob(digest) if p.is_file()]
+    data = bytearray(path.read_bytes())
+    data[len(data) // 2] ^= 0x01
+    path.write_bytes(bytes(data))
+    with pytest.raises(CorruptPayloadError):
+        thread.read(thread.ids[4])
+    with pytest.raises(CorruptPayloadError):
+        thread.read(None)
+    thread.others_unchanged(4)
