@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 NODE_STAMP := node_modules/.installed
 
-.PHONY: demo test lint docs install clean
+.PHONY: demo test lint docs bench install clean
 
 $(STAMP): pyproject.toml constraints.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -28,6 +28,10 @@ test: $(STAMP) $(NODE_STAMP)
 lint: $(STAMP)
 	$(VENV)/bin/ruff check foundry_checkpoint foundry_checkpoint_maf tests
 	$(VENV)/bin/mypy --strict foundry_checkpoint foundry_checkpoint_maf
+
+bench: $(STAMP) $(NODE_STAMP)
+	$(PY) -m pip install --quiet -c constraints.txt -e '.[all,bench]'
+	$(PY) -m benchmarks --install-postgres
 
 docs: $(STAMP)
 	$(VENV)/bin/mkdocs build --strict --site-dir site

@@ -1,0 +1,220 @@
+"""Out-of-process services the benchmarks talk to: the Foundry emulator and Azurite.
+
+The emulator runs in a process of its own (``python -m benchmarks._services``) so that the
+client under test does not share its interpreter (and GIL) with the server, as it would not
+with the real service. The child answers one JSON line per command on stdin: ``counts``
+(requests by call type, item values written and their bytes), ``reset`` and ``stop``. Item
+bytes are the compact JSON text of every value the engine accepted (``create_item`` and
+``put_item``), counted by wrapping the engine's value check.
+
+Example:
+    >>> with RemoteEmulator() as emu:  # doctest: +SKIP
+    ...     emu.reset()
+    ...     ...  # run a client against emu.endpoint with EmulatorCredential("alice")
+    ...     emu.counts()["requests"]["put_item"]
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+__all__ = ["AZURITE_BIN", "RemoteEmulator", "azurite_connection_string", "running_azurite"]
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+AZURITE_BIN = REPO_ROOT / "node_modules" / ".bin" / "azurite-blob"
+_AZURITE_KEY = (
+    "Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw=="
+)  # Azurite's public, documented development account key (not a secret)
+_LISTENING = re.compile(r"successfully listens on http://127\.0\.0\.1:(\d+)")
+
+
+class RemoteEmulator:
+    """A :class:`FoundryEmulator` in a child process, with request and byte counts."""
+
+    def __init__(self) -> None:
+        self._proc: subprocess.Popen[str] | None = None
+        self.endpoint = ""
+        self.ca_file = ""
+        self.trusted_by_env = False
+
+    def trust(self) -> None:
+        """Make this process trust the emulator's CA the way it would trust the service's.
+
+        Sets ``SSL_CERT_FILE`` to the emulator's CA file while aiohttp is not imported yet
+        (it builds its default SSL context at import), so the client keeps its default TLS
+        settings and reuses connections. Passing ``connection_verify=<CA path>`` instead makes
+        azure-core build a new SSL context per request, so every request opens a new TLS
+        connection and the old ones stay open until keep-alive expiry. When aiohttp is
+        already imported, :meth:`client_kwargs` falls back to ``connection_verify``.
+        """
+        if "aiohttp" not in sys.modules:
+            os.environ["SSL_CERT_FILE"] = self.ca_file
+            self.trusted_by_env = True
+        os.environ["FOUNDRY_HOSTING_ENVIRONMENT"] = "1"
+        os.environ["FOUNDRY_PROJECT_ENDPOINT"] = self.endpoint
+
+    def client_kwargs(self) -> dict[str, Any]:
+        """Extra ``FoundryStateStore`` keyword arguments (none when :meth:`trust` worked)."""
+        return {} if self.trusted_by_env else {"connection_verify": self.ca_file}
+
+    def __enter__(self) -> RemoteEmulator:
+        self._proc = subprocess.Popen(
+            [sys.executable, "-m", "benchmarks._services"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+            cwd=REPO_ROOT,
+        )
+        hello = self._read()
+        self.endpoint = str(hello["endpoint"])
+        self.ca_file = str(hello["ca_file"])
+        return self
+
+    def _read(self) -> dict[str, Any]:
+        assert self._proc is not None and self._proc.stdout is not None
+        line = self._proc.stdout.readline()
+        if not line:
+            raise RuntimeError("the emulator process exited")
+        answer: dict[str, Any] = json.loads(line)
+        return answer
+
+    def _ask(self, command: str) -> dict[str, Any]:
+        assert self._proc is not None and self._proc.stdin is not None
+        self._proc.stdin.write(command + "\n")
+        self._proc.stdin.flush()
+        return self._read()
+
+    def counts(self) -> dict[str, Any]:
+        """``{"requests": {call type: n}, "items": n, "item_bytes": n}`` since the last reset."""
+        return self._ask("counts")
+
+    def reset(self) -> None:
+        """Zero the counts."""
+        self._ask("reset")
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        proc, self._proc = self._proc, None
+        if proc is None:
+            return
+        with contextlib.suppress(Exception):
+            assert proc.stdin is not None
+            proc.stdin.write("stop\n")
+            proc.stdin.close()
+        try:
+            proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            os.kill(proc.pid, signal.SIGKILL)
+            proc.wait(timeout=10)
+
+
+def _serve() -> int:
+    """Child side: run the emulator, count value bytes, answer commands on stdin."""
+    import foundry_checkpoint._engine as engine_module
+    from foundry_checkpoint.emulator import FoundryEmulator
+
+    tally = {"items": 0, "item_bytes": 0}
+    original = engine_module._validate_value
+
+    def counting(value: object) -> str:
+        text = original(value)
+        tally["items"] += 1
+        tally["item_bytes"] += len(text.encode("utf-8"))
+        return text
+
+    setattr(engine_module, "_validate_value", counting)  # noqa: B010
+    with FoundryEmulator() as emu:
+        out = sys.stdout
+        out.write(json.dumps({"endpoint": emu.endpoint, "ca_file": emu.ca_file}) + "\n")
+        out.flush()
+        for line in sys.stdin:
+            command = line.strip()
+            if command == "counts":
+                answer: dict[str, Any] = {"requests": dict(emu.requests), **tally}
+            elif command == "reset":
+                emu.reset_counts()
+                tally.update(items=0, item_bytes=0)
+                answer = {"ok": True}
+            else:
+                break
+            out.write(json.dumps(answer) + "\n")
+            out.flush()
+    return 0
+
+
+def azurite_connection_string(port: int) -> str:
+    """The connection string of Azurite's development account on ``port``."""
+    return (
+        "DefaultEndpointsProtocol=http;AccountName=devstoreaccount1;"
+        f"AccountKey={_AZURITE_KEY};"
+        f"BlobEndpoint=http://127.0.0.1:{port}/devstoreaccount1;"
+    )
+
+
+@contextlib.contextmanager
+def running_azurite() -> Iterator[int | None]:
+    """Run Azurite's blob service in memory on a free loopback port; yields the port.
+
+    Yields None when Azurite (``npm ci`` at the repository root) or Node.js is missing.
+    """
+    if not AZURITE_BIN.exists() or shutil.which("node") is None:
+        yield None
+        return
+    workdir = Path(tempfile.mkdtemp(prefix="foundry-bench-azurite-"))
+    log_path = workdir / "azurite.log"
+    with open(log_path, "wb") as log:
+        proc = subprocess.Popen(
+            [
+                str(AZURITE_BIN),
+                "--blobHost", "127.0.0.1",
+                "--blobPort", "0",
+                "--inMemoryPersistence",
+                "--silent",
+                "--disableTelemetry",
+                "--skipApiVersionCheck",
+            ],
+            cwd=workdir,
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
+    try:
+        port: int | None = None
+        deadline = time.monotonic() + 60
+        while port is None and proc.poll() is None and time.monotonic() < deadline:
+            match = _LISTENING.search(log_path.read_text(errors="replace"))
+            if match:
+                port = int(match.group(1))
+            else:
+                time.sleep(0.05)
+        yield port
+    finally:
+        if proc.poll() is None:
+            os.kill(proc.pid, signal.SIGTERM)
+            try:
+                proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                os.kill(proc.pid, signal.SIGKILL)
+                proc.wait(timeout=10)
+        shutil.rmtree(workdir, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    sys.exit(_serve())
