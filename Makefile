@@ -26,7 +26,7 @@ test: $(STAMP) $(NODE_STAMP)
 	$(PY) -m pytest -q
 
 lint: $(STAMP)
-	$(VENV)/bin/ruff check foundry_checkpoint foundry_checkpoint_maf tests
+	$(VENV)/bin/ruff check foundry_checkpoint foundry_checkpoint_maf tests benchmarks samples
 	$(VENV)/bin/mypy --strict foundry_checkpoint foundry_checkpoint_maf
 
 bench: $(STAMP) $(NODE_STAMP)

@@ -16,7 +16,8 @@ from __future__ import annotations
 import operator
 import os
 import tempfile
-from typing import Annotated, TypedDict
+from collections.abc import Callable
+from typing import Annotated, Any, TypedDict
 
 from langchain_core.runnables import RunnableConfig
 from langgraph.graph import END, START, StateGraph
@@ -32,7 +33,7 @@ STEPS = ["plan", "research", "draft", "review", "publish"]
 CRASH_AT = "review"
 
 
-def make_step(name: str, crash: bool):  # type: ignore[no-untyped-def]
+def make_step(name: str, crash: bool) -> Callable[[State], dict[str, list[str]]]:
     def step(state: State) -> dict[str, list[str]]:
         if crash and name == CRASH_AT:
             raise RuntimeError(f"simulated crash in {name!r}")
@@ -42,7 +43,7 @@ def make_step(name: str, crash: bool):  # type: ignore[no-untyped-def]
     return step
 
 
-def build(checkpointer: FoundryCheckpointer, *, crash: bool):  # type: ignore[no-untyped-def]
+def build(checkpointer: FoundryCheckpointer, *, crash: bool) -> Any:
     builder = StateGraph(State)
     previous = START
     for name in STEPS:
@@ -74,7 +75,8 @@ def main() -> None:
         result = graph.invoke(None, config)
         print(f"   finished: {result['done']}")
         history = list(saver.list(config))
-        print(f"   {len(history)} checkpoints in the thread; latest step {history[0].metadata['step']}")
+        latest_step = history[0].metadata["step"]
+        print(f"   {len(history)} checkpoints in the thread; latest step {latest_step}")
 
 
 if __name__ == "__main__":
