@@ -47,6 +47,7 @@ __all__ = [
     "all_keys",
     "create_item",
     "hosted",
+    "newest_second",
 ]
 
 T = TypeVar("T")
@@ -58,6 +59,7 @@ _META_KEY: Final = item_key("m", "spill")
 _META_TAGS: Final = {"kind": "meta"}
 _INDEX_TAGS: Final = {"kind": "scope"}
 _PAGE: Final = 100
+_FIRST_PAGE: Final = 10
 _TRANSPORT_ATTEMPTS: Final = 4
 DEFAULT_GC_GRACE_SECONDS: Final = 24 * 3600
 
@@ -222,6 +224,25 @@ async def create_item(
     except FoundryStorageConflictError:
         return False
     return True
+
+
+async def newest_second(store: StateStoreLike, tags: Mapping[str, str]) -> list[StateStoreItemKey]:
+    """Every key matching ``tags`` whose ``created_at`` is the newest second of the listing.
+
+    ``list_keys`` orders by ``(created_at in whole seconds, id)`` and the id is not write order,
+    so "latest" must compare every key of the newest second by the caller's own monotonic key.
+    The first page is small (the newest second usually holds a few keys); further pages of 100
+    are read only while a page ends inside that second. The cost does not grow with history.
+    """
+    page = await store.list_keys(tags=tags, limit=_FIRST_PAGE, order="desc")
+    if not page.keys:
+        return []
+    top = page.keys[0].created_at
+    candidates = [k for k in page.keys if k.created_at == top]
+    while page.has_more and page.last_id and page.keys[-1].created_at == top:
+        page = await store.list_keys(tags=tags, limit=_PAGE, after=page.last_id, order="desc")
+        candidates.extend(k for k in page.keys if k.created_at == top)
+    return candidates
 
 
 async def all_keys(

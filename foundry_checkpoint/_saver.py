@@ -56,6 +56,7 @@ from ._core import (
     LocalBackend,
     Scope,
     create_item,
+    newest_second,
 )
 from ._lg_records import (
     KIND_CHECKPOINT,
@@ -466,17 +467,11 @@ class FoundryCheckpointer(CoreOwner, BaseCheckpointSaver[str]):
         every key sharing the newest second is compared by checkpoint id (uuid6, time-ordered);
         a further page is read only while the page ends inside that second.
         """
-        tags = {TAG_KIND: KIND_CHECKPOINT, TAG_NS: ns_tag(ns)}
-        page = await scope.store.list_keys(tags=tags, limit=_PAGE, order="desc")
-        if not page.keys:
+        candidates = await newest_second(
+            scope.store, {TAG_KIND: KIND_CHECKPOINT, TAG_NS: ns_tag(ns)}
+        )
+        if not candidates:
             return None
-        top = page.keys[0].created_at
-        candidates = [k for k in page.keys if k.created_at == top]
-        while page.has_more and page.last_id and page.keys[-1].created_at == top:
-            page = await scope.store.list_keys(
-                tags=tags, limit=_PAGE, after=page.last_id, order="desc"
-            )
-            candidates.extend(k for k in page.keys if k.created_at == top)
         return max(candidates, key=_cid_of)
 
     async def _read_record(self, scope: Scope, key: str) -> CheckpointRecord | None:

@@ -29,7 +29,7 @@ from agent_framework import CheckpointID, WorkflowCheckpoint, WorkflowCheckpoint
 from azure.ai.agentserver.core.storage import DEFAULT_ITEM_TTL_SECONDS, StateStoreItemKey
 
 from foundry_checkpoint import _codec
-from foundry_checkpoint._core import CheckpointCore, LocalBackend, Scope
+from foundry_checkpoint._core import CheckpointCore, LocalBackend, Scope, newest_second
 from foundry_checkpoint._lifecycle import CoreOwner
 from foundry_checkpoint._naming import check_identifier, escape, item_key, tag_value
 from foundry_checkpoint.errors import FoundryCheckpointError
@@ -65,7 +65,6 @@ _TAG_TS: Final = "ts"
 _EXTRA_ID: Final = "cid"
 _EXTRA_WF: Final = "wf"
 _EMPTY_TAG: Final = "~"  # escape() never yields a lone "~", so it cannot collide
-_PAGE: Final = 100
 _READ_CONCURRENCY: Final = 8
 _LATEST_ATTEMPTS: Final = 3
 
@@ -475,28 +474,11 @@ class FoundryCheckpointStorage(CoreOwner):
             )
         return await self._payload(scope, key, item.value, checkpoint_id)
 
-    async def _newest_second(
-        self, scope: Scope, tags: Mapping[str, str]
-    ) -> list[StateStoreItemKey]:
-        page = await scope.store.list_keys(tags=tags, limit=_PAGE, order="desc")
-        if not page.keys:
-            return []
-        top = _second(page.keys[0].created_at)
-        candidates: list[StateStoreItemKey] = []
-        while True:
-            same = [k for k in page.keys if _second(k.created_at) == top]
-            candidates.extend(same)
-            if len(same) < len(page.keys) or not page.has_more or not page.last_id:
-                return candidates
-            page = await scope.store.list_keys(
-                tags=tags, limit=_PAGE, after=page.last_id, order="desc"
-            )
-
     async def _read_latest(self, workflow_name: str) -> tuple[str, bytes] | None:
         scope = await self._scope()
         tags = self._filter(workflow_name)
         for _ in range(_LATEST_ATTEMPTS):
-            candidates = await self._newest_second(scope, tags)
+            candidates = await newest_second(scope.store, tags)
             if not candidates:
                 return None
             best = _pick_latest(candidates)
