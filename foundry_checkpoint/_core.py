@@ -22,7 +22,6 @@ from azure.ai.agentserver.core.storage import (
     FoundryStateStore,
     FoundryStorageConflictError,
     JSONObject,
-    StateStoreItemKey,
 )
 from azure.core.exceptions import ServiceRequestError, ServiceResponseError
 
@@ -30,7 +29,7 @@ from . import _codec
 from ._local_store import default_state_root
 from ._loop import LoopThread
 from ._naming import check_identifier, item_key, store_name, validate_prefix
-from ._protocol import StateStoreLike
+from ._protocol import ItemKey, StateStoreLike
 from .errors import CheckpointTooLargeError, InvalidIdentifierError, IsolationRefusedError
 
 if TYPE_CHECKING:
@@ -175,7 +174,7 @@ class Scope:
         if item is not None and ttl != -1:
             await self.store.set_item(_META_KEY, dict(item.value), tags=_META_TAGS)
 
-    async def keys(self, tags: Mapping[str, str] | None = None) -> list[StateStoreItemKey]:
+    async def keys(self, tags: Mapping[str, str] | None = None) -> list[ItemKey]:
         """Every key of this scope matching ``tags`` (all pages)."""
         return await all_keys(self.store, tags)
 
@@ -226,7 +225,7 @@ async def create_item(
     return True
 
 
-async def newest_second(store: StateStoreLike, tags: Mapping[str, str]) -> list[StateStoreItemKey]:
+async def newest_second(store: StateStoreLike, tags: Mapping[str, str]) -> list[ItemKey]:
     """Every key matching ``tags`` whose ``created_at`` is the newest second of the listing.
 
     ``list_keys`` orders by ``(created_at in whole seconds, id)`` and the id is not write order,
@@ -245,11 +244,9 @@ async def newest_second(store: StateStoreLike, tags: Mapping[str, str]) -> list[
     return candidates
 
 
-async def all_keys(
-    store: StateStoreLike, tags: Mapping[str, str] | None = None
-) -> list[StateStoreItemKey]:
+async def all_keys(store: StateStoreLike, tags: Mapping[str, str] | None = None) -> list[ItemKey]:
     """Every key of ``store`` matching ``tags``, paging with ``after`` only."""
-    out: list[StateStoreItemKey] = []
+    out: list[ItemKey] = []
     after: str | None = None
     while True:
         page = await store.list_keys(tags=tags, limit=_PAGE, after=after, order="desc")

@@ -4,8 +4,9 @@ With no configuration the adapters keep their checkpoints in one SQLite file,
 ``<state root>/foundry_checkpoint/state.sqlite3``, where the state root is
 ``$AGENTSERVER_STATE_ROOT`` or ``~/.agentserver`` (the same default as
 ``FoundryStateStore``'s own local mode). :func:`default_engine` opens that file once per process;
-:class:`EngineStore` binds one store name and one user partition to it and answers with the
-SDK's model types, so the adapters cannot tell it from the hosted client.
+:class:`EngineStore` binds one store name and one user partition to it and answers with records
+of the SDK's shapes (``foundry_checkpoint._protocol``), so the adapters cannot tell it from the
+hosted client.
 
 Example:
     >>> import asyncio, tempfile
@@ -27,9 +28,10 @@ from __future__ import annotations
 import asyncio
 import os
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from typing import ParamSpec, TypeVar
+from typing import Any, ParamSpec, TypeVar
 
 from azure.ai.agentserver.core.storage import (
     DeletedStateStore,
@@ -39,10 +41,6 @@ from azure.ai.agentserver.core.storage import (
     JSONObject,
     Order,
     StateStore,
-    StateStoreItem,
-    StateStoreItemKey,
-    StateStoreItemKeyPage,
-    StateStoreItemRef,
 )
 
 from foundry_checkpoint._engine import StateEngine
@@ -61,6 +59,81 @@ _P = ParamSpec("_P")
 _T = TypeVar("_T")
 
 _ENGINES: dict[tuple[int, Path], StateEngine] = {}
+
+
+@dataclass(frozen=True, slots=True)
+class _Ref:
+    """An item reference (the shape of ``StateStoreItemRef``)."""
+
+    id: str
+    key: str
+    etag: str
+    created_at: int
+    updated_at: int
+
+    @classmethod
+    def of(cls, wire: Mapping[str, Any]) -> _Ref:
+        return cls(wire["id"], wire["key"], wire["etag"], wire["created_at"], wire["updated_at"])
+
+
+@dataclass(frozen=True, slots=True)
+class _Key:
+    """A key listing entry (the shape of ``StateStoreItemKey``)."""
+
+    id: str
+    key: str
+    etag: str
+    created_at: int
+    updated_at: int
+    tags: Mapping[str, str] | None
+
+    @classmethod
+    def of(cls, wire: Mapping[str, Any]) -> _Key:
+        return cls(
+            wire["id"],
+            wire["key"],
+            wire["etag"],
+            wire["created_at"],
+            wire["updated_at"],
+            wire.get("tags"),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class _Item:
+    """An item read back (the shape of ``StateStoreItem``)."""
+
+    id: str
+    key: str
+    etag: str
+    created_at: int
+    updated_at: int
+    tags: Mapping[str, str] | None
+    value: Mapping[str, Any]
+
+    @classmethod
+    def of(cls, wire: Mapping[str, Any]) -> _Item:
+        return cls(
+            wire["id"],
+            wire["key"],
+            wire["etag"],
+            wire["created_at"],
+            wire["updated_at"],
+            wire.get("tags"),
+            wire["value"],
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class _Page:
+    """One page of keys (the shape of ``StateStoreItemKeyPage``)."""
+
+    keys: Sequence[_Key]
+    first_id: str | None
+    last_id: str | None
+    has_more: bool
+
+
 _ENGINES_GUARD = threading.Lock()
 
 
@@ -184,12 +257,12 @@ class EngineStore:
 
     async def create_item(
         self, key: str, value: JSONObject, *, tags: Mapping[str, str] | None = None
-    ) -> StateStoreItemRef:
+    ) -> _Ref:
         """Create an item; ``FoundryStorageConflictError`` when the key exists."""
         ref = await self._call(
             self._engine.create_item, self._name, key, value, tags, user=self._user
         )
-        return StateStoreItemRef(ref)
+        return _Ref.of(ref)
 
     async def set_item(
         self,
@@ -199,7 +272,7 @@ class EngineStore:
         tags: Mapping[str, str] | None = None,
         if_match: str | None = None,
         require_exists: bool = False,
-    ) -> StateStoreItemRef:
+    ) -> _Ref:
         """Create or replace an item; ``require_exists`` is ``if_match="*"``."""
         if if_match is not None and require_exists:
             raise ValueError("if_match and require_exists are mutually exclusive")
@@ -207,15 +280,15 @@ class EngineStore:
         ref, _created = await self._call(
             self._engine.put_item, self._name, key, value, tags, user=self._user, if_match=header
         )
-        return StateStoreItemRef(ref)
+        return _Ref.of(ref)
 
-    async def get_item(self, key: str) -> StateStoreItem | None:
+    async def get_item(self, key: str) -> _Item | None:
         """The item, or None when it does not exist, has expired, or the store is gone."""
         try:
             item = await self._call(self._engine.get_item, self._name, key, user=self._user)
         except FoundryStorageNotFoundError:
             return None
-        return None if item is None else StateStoreItem(item)
+        return None if item is None else _Item.of(item)
 
     async def delete_item(self, key: str, *, if_match: str | None = None) -> DeletedStateStoreItem:
         """Delete an item (idempotent unless ``if_match`` is given)."""
@@ -232,7 +305,7 @@ class EngineStore:
         after: str | None = None,
         before: str | None = None,
         order: Order = "desc",
-    ) -> StateStoreItemKeyPage:
+    ) -> _Page:
         """One page of keys ordered by ``(created_at, id)``, filtered by exact tags."""
         if after is not None and before is not None:
             raise ValueError("after and before are mutually exclusive")
@@ -246,8 +319,8 @@ class EngineStore:
             before=before,
             order=order,
         )
-        return StateStoreItemKeyPage(
-            keys=[StateStoreItemKey(entry) for entry in page["data"]],
+        return _Page(
+            keys=[_Key.of(entry) for entry in page["data"]],
             first_id=page["first_id"],
             last_id=page["last_id"],
             has_more=bool(page["has_more"]),

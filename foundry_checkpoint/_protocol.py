@@ -2,14 +2,17 @@
 
 Three implementations satisfy it: the real ``FoundryStateStore`` client (hosted mode), the
 embedded SQLite engine's store face (the local default), and the SDK's own local mode wrapped in
-an inter-process file lock (``local_backend="sdk"``). Return values are the SDK's own model
-types and failures are the SDK's ``FoundryStorage*Error`` classes, whatever the implementation.
+an inter-process file lock (``local_backend="sdk"``). Failures are the SDK's
+``FoundryStorage*Error`` classes whatever the implementation. Results are described by the
+attribute protocols below, which the SDK's model types satisfy; the embedded store answers with
+light records of the same shape, since building the SDK's models costs more than the SQLite
+call itself.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Protocol
+from collections.abc import Mapping, Sequence
+from typing import Any, Protocol
 
 from azure.ai.agentserver.core.storage import (
     DeletedStateStore,
@@ -17,12 +20,51 @@ from azure.ai.agentserver.core.storage import (
     JSONObject,
     Order,
     StateStore,
-    StateStoreItem,
-    StateStoreItemKeyPage,
-    StateStoreItemRef,
 )
 
-__all__ = ["StateStoreLike"]
+__all__ = ["ItemKey", "ItemRef", "KeyPage", "StateStoreLike", "StoredItem"]
+
+
+class ItemRef(Protocol):
+    """What a write answers: the item's identity and version."""
+
+    @property
+    def id(self) -> str: ...
+    @property
+    def key(self) -> str: ...
+    @property
+    def etag(self) -> str: ...
+    @property
+    def created_at(self) -> int: ...
+    @property
+    def updated_at(self) -> int: ...
+
+
+class ItemKey(ItemRef, Protocol):
+    """One entry of a key listing: the reference plus the item's tags."""
+
+    @property
+    def tags(self) -> Mapping[str, str] | None: ...
+
+
+class StoredItem(ItemKey, Protocol):
+    """An item read back: the key entry plus its value."""
+
+    @property
+    def value(self) -> Mapping[str, Any]: ...
+
+
+class KeyPage(Protocol):
+    """One page of a key listing."""
+
+    @property
+    def keys(self) -> Sequence[ItemKey]: ...
+    @property
+    def first_id(self) -> str | None: ...
+    @property
+    def last_id(self) -> str | None: ...
+    @property
+    def has_more(self) -> bool: ...
 
 
 class StateStoreLike(Protocol):
@@ -39,7 +81,7 @@ class StateStoreLike(Protocol):
 
     async def create_item(
         self, key: str, value: JSONObject, *, tags: Mapping[str, str] | None = None
-    ) -> StateStoreItemRef:
+    ) -> ItemRef:
         """Create an item; ``FoundryStorageConflictError`` when the key exists."""
         ...
 
@@ -51,11 +93,11 @@ class StateStoreLike(Protocol):
         tags: Mapping[str, str] | None = None,
         if_match: str | None = None,
         require_exists: bool = False,
-    ) -> StateStoreItemRef:
+    ) -> ItemRef:
         """Create or replace an item (``if_match``/``require_exists`` make it conditional)."""
         ...
 
-    async def get_item(self, key: str) -> StateStoreItem | None:
+    async def get_item(self, key: str) -> StoredItem | None:
         """The item, or None when it does not exist (or has expired)."""
         ...
 
@@ -71,7 +113,7 @@ class StateStoreLike(Protocol):
         after: str | None = None,
         before: str | None = None,
         order: Order = "desc",
-    ) -> StateStoreItemKeyPage:
+    ) -> KeyPage:
         """One page of keys ordered by ``(created_at seconds, id)``; filter by exact tags."""
         ...
 

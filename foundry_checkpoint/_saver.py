@@ -31,7 +31,6 @@ from uuid import UUID
 from azure.ai.agentserver.core.storage import (
     DEFAULT_ITEM_TTL_SECONDS,
     FoundryStoragePreconditionError,
-    StateStoreItemKey,
 )
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import (
@@ -85,6 +84,7 @@ from ._lg_records import (
 )
 from ._lifecycle import CoreOwner
 from ._naming import check_identifier, tag_value
+from ._protocol import ItemKey
 from .errors import FoundryCheckpointError, InvalidIdentifierError, MissingBlobError
 
 if TYPE_CHECKING:
@@ -124,7 +124,7 @@ class _ThreadState:
 @dataclass
 class _Candidate:
     thread_id: str
-    key: StateStoreItemKey
+    key: ItemKey
     checkpoint_id: str
 
 
@@ -142,16 +142,16 @@ class _ListPlan:
     writes_index: dict[str, dict[tuple[str, str], list[str]]] = field(default_factory=dict)
 
 
-def _tags(key: StateStoreItemKey) -> Mapping[str, str]:
+def _tags(key: ItemKey) -> Mapping[str, str]:
     return key.tags or {}
 
 
-def _cid_of(key: StateStoreItemKey) -> str:
+def _cid_of(key: ItemKey) -> str:
     tag = _tags(key).get(TAG_ID, "")
     return unescape_tag(tag) or tag
 
 
-def _pair(key: StateStoreItemKey) -> tuple[str, str]:
+def _pair(key: ItemKey) -> tuple[str, str]:
     tags = _tags(key)
     return tags.get(TAG_NS, ""), tags.get(TAG_ID, "")
 
@@ -460,7 +460,7 @@ class FoundryCheckpointer(CoreOwner, BaseCheckpointSaver[str]):
             self._threads.move_to_end(thread_id)
         return state
 
-    async def _latest_key(self, scope: Scope, ns: str) -> StateStoreItemKey | None:
+    async def _latest_key(self, scope: Scope, ns: str) -> ItemKey | None:
         """The key of the newest checkpoint of ``ns``, from keys and tags only.
 
         ``list_keys`` orders by ``(created_at second, id)`` and the id is not write order, so
@@ -906,9 +906,7 @@ class FoundryCheckpointer(CoreOwner, BaseCheckpointSaver[str]):
         await scope.purge()
         self._threads.pop(thread_id, None)
 
-    async def _remove(
-        self, scope: Scope, thread_id: str, keys: builtins.list[StateStoreItemKey]
-    ) -> None:
+    async def _remove(self, scope: Scope, thread_id: str, keys: builtins.list[ItemKey]) -> None:
         """Delete ``keys`` from the thread, then its blobs that nothing left references."""
         if not keys:
             return
@@ -938,7 +936,7 @@ class FoundryCheckpointer(CoreOwner, BaseCheckpointSaver[str]):
         """
         holders = [k for k in await scope.keys() if _tags(k).get(TAG_SPILL) == "1"]
 
-        async def of(key: StateStoreItemKey) -> set[str]:
+        async def of(key: ItemKey) -> set[str]:
             item = await scope.store.get_item(key.key)
             if item is None:
                 return set()
@@ -962,7 +960,7 @@ class FoundryCheckpointer(CoreOwner, BaseCheckpointSaver[str]):
                 continue
             scope = await self._core.scope(thread_id)
             if len(wanted) <= _WRITES_INDEX_FROM:
-                checkpoints: builtins.list[StateStoreItemKey] = []
+                checkpoints: builtins.list[ItemKey] = []
                 for run in sorted(wanted):
                     checkpoints += await scope.keys({TAG_KIND: KIND_CHECKPOINT, TAG_RUN: run})
             else:
@@ -984,7 +982,7 @@ class FoundryCheckpointer(CoreOwner, BaseCheckpointSaver[str]):
                 continue
             scope = await self._core.scope(thread_id)
             keys = await scope.keys()
-            newest: dict[str, StateStoreItemKey] = {}
+            newest: dict[str, ItemKey] = {}
             for key in keys:
                 if _tags(key).get(TAG_KIND) != KIND_CHECKPOINT:
                     continue
@@ -1014,7 +1012,7 @@ class FoundryCheckpointer(CoreOwner, BaseCheckpointSaver[str]):
         checkpoints = sorted(
             (k for k in keys if _tags(k).get(TAG_KIND) == KIND_CHECKPOINT), key=_cid_of
         )
-        writes: dict[tuple[str, str], builtins.list[StateStoreItemKey]] = {}
+        writes: dict[tuple[str, str], builtins.list[ItemKey]] = {}
         for key in keys:
             if _tags(key).get(TAG_KIND) == KIND_WRITES:
                 writes.setdefault(_pair(key), []).append(key)
@@ -1028,7 +1026,7 @@ class FoundryCheckpointer(CoreOwner, BaseCheckpointSaver[str]):
             )
 
     async def _copy_item(
-        self, source: Scope, target: Scope, key: StateStoreItemKey, copied: set[str]
+        self, source: Scope, target: Scope, key: ItemKey, copied: set[str]
     ) -> None:
         item = await source.store.get_item(key.key)
         if item is None:

@@ -26,12 +26,13 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any, Final, TypeVar
 
 from agent_framework import CheckpointID, WorkflowCheckpoint, WorkflowCheckpointException
-from azure.ai.agentserver.core.storage import DEFAULT_ITEM_TTL_SECONDS, StateStoreItemKey
+from azure.ai.agentserver.core.storage import DEFAULT_ITEM_TTL_SECONDS
 
 from foundry_checkpoint import _codec
 from foundry_checkpoint._core import CheckpointCore, LocalBackend, Scope, newest_second
 from foundry_checkpoint._lifecycle import CoreOwner
 from foundry_checkpoint._naming import check_identifier, escape, item_key, tag_value
+from foundry_checkpoint._protocol import ItemKey
 from foundry_checkpoint.errors import FoundryCheckpointError
 
 from ._payload import (
@@ -82,12 +83,12 @@ def _second(moment: object) -> int:
     raise TypeError(f"unexpected created_at {moment!r}")
 
 
-def _tags_of(key: StateStoreItemKey) -> Mapping[str, str]:
+def _tags_of(key: ItemKey) -> Mapping[str, str]:
     tags: Mapping[str, str] | None = key.tags
     return tags or {}
 
 
-def _pick_latest(candidates: Sequence[StateStoreItemKey]) -> StateStoreItemKey:
+def _pick_latest(candidates: Sequence[ItemKey]) -> ItemKey:
     """The newest of ``candidates`` by their tags: ``ts``, then ``previous_checkpoint_id`` lineage.
 
     Among keys with the newest timestamp, the newest is the one no other tied key names as its
@@ -105,16 +106,16 @@ def _pick_latest(candidates: Sequence[StateStoreItemKey]) -> StateStoreItemKey:
     return max(tied, key=lambda k: (_tags_of(k).get(_TAG_ID, ""), k.key))
 
 
-def _oldest_first(keys: Iterable[StateStoreItemKey]) -> list[StateStoreItemKey]:
+def _oldest_first(keys: Iterable[ItemKey]) -> list[ItemKey]:
     """``keys`` by timestamp tag; equal timestamps by lineage depth (parents first)."""
     listed = list(keys)
     by_id = {_tags_of(k).get(_TAG_ID): k for k in listed}
     depth: dict[str, int] = {}
 
-    def _depth(key: StateStoreItemKey) -> int:
-        chain: list[StateStoreItemKey] = []
+    def _depth(key: ItemKey) -> int:
+        chain: list[ItemKey] = []
         seen: set[str] = set()
-        current: StateStoreItemKey | None = key
+        current: ItemKey | None = key
         base = 0
         while current is not None and current.key not in seen:
             if current.key in depth:
@@ -490,7 +491,7 @@ class FoundryCheckpointStorage(CoreOwner):
         return None
 
     @staticmethod
-    def _id_from(key: StateStoreItemKey, value: Mapping[str, Any] | None) -> str:
+    def _id_from(key: ItemKey, value: Mapping[str, Any] | None) -> str:
         full = value.get(_EXTRA_ID) if value else None
         if isinstance(full, str):
             return full
@@ -501,7 +502,7 @@ class FoundryCheckpointStorage(CoreOwner):
         keys = _oldest_first(await scope.keys(self._filter(workflow_name)))
         gate = asyncio.Semaphore(_READ_CONCURRENCY)
 
-        async def _one(key: StateStoreItemKey) -> tuple[str, bytes] | None:
+        async def _one(key: ItemKey) -> tuple[str, bytes] | None:
             async with gate:
                 item = await scope.store.get_item(key.key)
                 if item is None:

@@ -14,10 +14,7 @@ from azure.ai.agentserver.core.storage import (
     FoundryStorageNotFoundError,
     FoundryStoragePreconditionError,
     StateStore,
-    StateStoreItem,
     StateStoreItemKey,
-    StateStoreItemKeyPage,
-    StateStoreItemRef,
 )
 
 from foundry_checkpoint._engine import StateEngine
@@ -70,13 +67,24 @@ async def test_engine_store_returns_sdk_models(engine: StateEngine) -> None:
     )
 
     ref = await store.create_item("a", {"n": 1}, tags={"kind": "cp"})
-    assert isinstance(ref, StateStoreItemRef) and ref.key == "a"
+    assert ref.key == "a" and ref.etag.startswith('"') and ref.created_at == ref.updated_at
     item = await store.get_item("a")
-    assert isinstance(item, StateStoreItem)
+    assert item is not None and (item.id, item.key) == (ref.id, "a")
     assert (item.value, item.tags, item.etag) == ({"n": 1}, {"kind": "cp"}, ref.etag)
     page = await store.list_keys(tags={"kind": "cp"})
-    assert isinstance(page, StateStoreItemKeyPage)
-    assert [type(k) for k in page.keys] == [StateStoreItemKey]
+    # the records carry exactly the fields of the SDK's models, under the same names
+    wire = engine.list_keys("s", user="local", tags={"kind": "cp"})["data"][0]
+    sdk_key = StateStoreItemKey(wire)
+    assert [(k.id, k.key, k.etag, k.created_at, k.updated_at, k.tags) for k in page.keys] == [
+        (
+            sdk_key.id,
+            sdk_key.key,
+            sdk_key.etag,
+            sdk_key.created_at,
+            sdk_key.updated_at,
+            sdk_key.tags,
+        )
+    ]
     assert (page.keys[0].id, page.first_id, page.last_id, page.has_more) == (
         ref.id,
         ref.id,
