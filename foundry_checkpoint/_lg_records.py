@@ -54,7 +54,6 @@ __all__ = [
     "pack_checkpoint",
     "pack_writes",
     "step_tag",
-    "unescape_tag",
     "unpack_checkpoint",
     "unpack_writes",
     "writes_key",
@@ -93,26 +92,6 @@ def step_tag(step: object) -> str | None:
     if isinstance(step, float) and step.is_integer():
         return str(int(step))
     return None
-
-
-def unescape_tag(value: str | None) -> str | None:
-    """Invert :func:`~foundry_checkpoint._naming.escape`; None for a hashed or absent tag."""
-    if value is None or value.startswith("!"):
-        return None
-    out = bytearray()
-    i = 0
-    while i < len(value):
-        char = value[i]
-        if char == "~":
-            try:
-                out.append(int(value[i + 1 : i + 3], 16))
-            except ValueError:
-                return None
-            i += 3
-        else:
-            out.extend(char.encode("ascii", "replace"))
-            i += 1
-    return out.decode("utf-8", "surrogatepass")
 
 
 def checkpoint_key(ns: str, checkpoint_id: str) -> str:

@@ -32,6 +32,7 @@ __all__ = [
     "item_key",
     "store_name",
     "tag_value",
+    "unescape",
     "validate_prefix",
 ]
 
@@ -40,6 +41,8 @@ MAX_TAG_VALUE: Final = 256
 _MAX_PREFIX: Final = 48
 _SAFE: Final = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_.-")
 _PREFIX_RE: Final = re.compile(r"[A-Za-z0-9_.-]+(/[A-Za-z0-9_.-]+)*")
+_ESCAPED_RE: Final = re.compile(r"(?:[A-Za-z0-9_.-]|~[0-9a-f]{2})*")
+_RUN_RE: Final = re.compile(r"(?:~[0-9a-f]{2})+")
 
 
 def check_identifier(value: object, what: str) -> str:
@@ -59,6 +62,30 @@ def escape(value: str) -> str:
     out = "".join(chr(b) if b in _SAFE else f"~{b:02x}" for b in raw)
     # A segment never starts with "." (no "." or ".." path segments); "~2e" decodes the same.
     return "~2e" + out[1:] if out.startswith(".") else out
+
+
+def unescape(escaped: str) -> str | None:
+    """Invert :func:`escape`; None for a hashed (``!``) or malformed form.
+
+    Example:
+        >>> unescape("a~2fb~20c")
+        'a/b c'
+        >>> unescape("!" + "0" * 64) is None
+        True
+    """
+    if not _ESCAPED_RE.fullmatch(escaped):
+        return None
+    if "~" not in escaped:
+        return escaped
+    try:
+        return _RUN_RE.sub(
+            lambda run: bytes.fromhex(run.group().replace("~", "")).decode(
+                "utf-8", "surrogatepass"
+            ),
+            escaped,
+        )
+    except UnicodeDecodeError:
+        return None
 
 
 def fit(escaped: str, limit: int) -> str:

@@ -77,13 +77,12 @@ from ._lg_records import (
     pack_checkpoint,
     pack_writes,
     step_tag,
-    unescape_tag,
     unpack_checkpoint,
     unpack_writes,
     writes_key,
 )
 from ._lifecycle import CoreOwner
-from ._naming import check_identifier, tag_value
+from ._naming import check_identifier, tag_value, unescape
 from ._protocol import ItemKey
 from .errors import FoundryCheckpointError, InvalidIdentifierError, MissingBlobError
 
@@ -148,7 +147,7 @@ def _tags(key: ItemKey) -> Mapping[str, str]:
 
 def _cid_of(key: ItemKey) -> str:
     tag = _tags(key).get(TAG_ID, "")
-    return unescape_tag(tag) or tag
+    return unescape(tag) or tag
 
 
 def _pair(key: ItemKey) -> tuple[str, str]:

@@ -42,7 +42,6 @@ __all__ = [
     "payload_hash",
     "sortable_timestamp",
     "type_keys",
-    "unescape",
 ]
 
 TS_WIDTH: Final = 20
@@ -161,25 +160,3 @@ def sortable_timestamp(timestamp: str, checkpoint_id: str) -> str:
             f"Checkpoint {checkpoint_id!r} has timestamp {timestamp!r}, before 1970; not stored"
         )
     return f"{micros:0{TS_WIDTH}d}"
-
-
-def unescape(escaped: str) -> str:
-    """Invert ``foundry_checkpoint._naming.escape`` (``~XX`` back to UTF-8 bytes).
-
-    Example:
-        >>> unescape("a~2fb~20c")
-        'a/b c'
-    """
-    if "~" not in escaped:
-        return escaped
-    out = bytearray()
-    i = 0
-    while i < len(escaped):
-        char = escaped[i]
-        if char == "~":
-            out.append(int(escaped[i + 1 : i + 3], 16))
-            i += 3
-        else:
-            out.extend(char.encode("ascii"))
-            i += 1
-    return out.decode("utf-8", "surrogatepass")

@@ -31,7 +31,7 @@ from azure.ai.agentserver.core.storage import DEFAULT_ITEM_TTL_SECONDS
 from foundry_checkpoint import _codec
 from foundry_checkpoint._core import CheckpointCore, LocalBackend, Scope, newest_second
 from foundry_checkpoint._lifecycle import CoreOwner
-from foundry_checkpoint._naming import check_identifier, escape, item_key, tag_value
+from foundry_checkpoint._naming import check_identifier, escape, item_key, tag_value, unescape
 from foundry_checkpoint._protocol import ItemKey
 from foundry_checkpoint.errors import FoundryCheckpointError
 
@@ -41,7 +41,6 @@ from ._payload import (
     payload_hash,
     sortable_timestamp,
     type_keys,
-    unescape,
 )
 
 if TYPE_CHECKING:
@@ -141,11 +140,8 @@ def _id_from_tag(tag: str) -> str | None:
     """The checkpoint id an ``id`` tag spells, or None when it was hashed (or is not ours)."""
     if not tag or tag.startswith("!") or tag == _EMPTY_TAG:
         return None
-    try:
-        full = unescape(tag)
-    except ValueError:
-        return None
-    return full if escape(full) == tag else None
+    full = unescape(tag)
+    return full if full is not None and escape(full) == tag else None
 
 
 def _checked_checkpoint_id(checkpoint_id: object) -> str:
@@ -495,7 +491,7 @@ class FoundryCheckpointStorage(CoreOwner):
         full = value.get(_EXTRA_ID) if value else None
         if isinstance(full, str):
             return full
-        return unescape(_tags_of(key).get(_TAG_ID, ""))
+        return unescape(_tags_of(key).get(_TAG_ID, "")) or ""
 
     async def _read_all(self, workflow_name: str) -> list[tuple[str, bytes]]:
         scope = await self._scope()

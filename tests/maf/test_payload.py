@@ -11,8 +11,8 @@ from azure.ai.agentserver.core.storage import StateStoreItemKey
 from hypothesis import given
 from hypothesis import strategies as st
 
-from foundry_checkpoint._naming import escape
-from foundry_checkpoint_maf._payload import sortable_timestamp, type_keys, unescape
+from foundry_checkpoint._naming import escape, unescape
+from foundry_checkpoint_maf._payload import sortable_timestamp, type_keys
 from foundry_checkpoint_maf._storage import _pick_latest
 
 

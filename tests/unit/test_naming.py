@@ -75,3 +75,18 @@ def test_kinds_never_share_names() -> None:
     assert store_name("p", "index") != store_name("p", "t", "index")
     assert store_name("p", "default") != store_name("p", "t", "default")
     assert _TAG_KEY.fullmatch("kind")
+
+
+@settings(max_examples=500, deadline=None)
+@given(identifiers)
+def test_unescape_inverts_escape(ident: str) -> None:
+    from foundry_checkpoint._naming import escape, unescape
+
+    assert unescape(escape(ident)) == ident
+
+
+@pytest.mark.parametrize("bad", ["!" + "0" * 64, "a~zz", "a~2", "a b", "~ff"])
+def test_unescape_refuses_hashed_and_malformed_forms(bad: str) -> None:
+    from foundry_checkpoint._naming import unescape
+
+    assert unescape(bad) is None
