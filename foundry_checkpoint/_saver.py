@@ -347,9 +347,13 @@ class FoundryCheckpointer(CoreOwner, BaseCheckpointSaver[str]):
         """Copy every checkpoint and write of one thread to another (ids and order kept)."""
         self._core.run(self._copy_thread(source_thread_id, target_thread_id))
 
-    def prune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
-        """``"keep_latest"``: keep the newest checkpoint per namespace; ``"delete"``: delete all."""
-        self._core.run(self._prune(thread_ids, strategy))
+    def prune(
+        self, thread_ids: Sequence[str], *, strategy: str = "keep_latest", keep: int = 1
+    ) -> None:
+        """``"keep_latest"``: keep the newest ``keep`` checkpoints (and their writes) of each
+        namespace; ``"delete"``: delete the threads. Blobs nothing references any more go too.
+        """
+        self._core.run(self._prune(thread_ids, strategy, keep))
 
     # -- public API: async faces ------------------------------------------------------------
     async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
@@ -402,9 +406,11 @@ class FoundryCheckpointer(CoreOwner, BaseCheckpointSaver[str]):
         """Async form of :meth:`copy_thread`."""
         await self._core.arun(self._copy_thread(source_thread_id, target_thread_id))
 
-    async def aprune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
+    async def aprune(
+        self, thread_ids: Sequence[str], *, strategy: str = "keep_latest", keep: int = 1
+    ) -> None:
         """Async form of :meth:`prune`."""
-        await self._core.arun(self._prune(thread_ids, strategy))
+        await self._core.arun(self._prune(thread_ids, strategy, keep))
 
     def gc(
         self, *, grace_seconds: float = DEFAULT_GC_GRACE_SECONDS, dry_run: bool = False
@@ -971,9 +977,11 @@ class FoundryCheckpointer(CoreOwner, BaseCheckpointSaver[str]):
             writes = [w for w in await scope.keys({TAG_KIND: KIND_WRITES}) if _pair(w) in doomed]
             await self._remove(scope, thread_id, checkpoints + writes)
 
-    async def _prune(self, thread_ids: Sequence[str], strategy: str) -> None:
+    async def _prune(self, thread_ids: Sequence[str], strategy: str, keep: int) -> None:
         if strategy not in ("keep_latest", "delete"):
             raise ValueError(f"unknown prune strategy {strategy!r}; use 'keep_latest' or 'delete'")
+        if isinstance(keep, bool) or not isinstance(keep, int) or keep < 1:
+            raise ValueError(f"keep must be a positive number of checkpoints, got {keep!r}")
         for raw in thread_ids:
             thread_id = _check_thread(raw)
             if strategy == "delete":
@@ -981,22 +989,21 @@ class FoundryCheckpointer(CoreOwner, BaseCheckpointSaver[str]):
                 continue
             scope = await self._core.scope(thread_id)
             keys = await scope.keys()
-            newest: dict[str, ItemKey] = {}
+            by_ns: dict[str, builtins.list[ItemKey]] = {}
             for key in keys:
-                if _tags(key).get(TAG_KIND) != KIND_CHECKPOINT:
-                    continue
-                ns = _tags(key).get(TAG_NS, "")
-                best = newest.get(ns)
-                if best is None or (key.created_at, _cid_of(key)) > (
-                    best.created_at,
-                    _cid_of(best),
-                ):
-                    newest[ns] = key
-            keep = {_pair(k) for k in newest.values()}
+                if _tags(key).get(TAG_KIND) == KIND_CHECKPOINT:
+                    by_ns.setdefault(_tags(key).get(TAG_NS, ""), []).append(key)
+            kept = {
+                _pair(k)
+                for group in by_ns.values()
+                for k in sorted(group, key=lambda k: (k.created_at, _cid_of(k)), reverse=True)[
+                    :keep
+                ]
+            }
             doomed = [
                 k
                 for k in keys
-                if _tags(k).get(TAG_KIND) in (KIND_CHECKPOINT, KIND_WRITES) and _pair(k) not in keep
+                if _tags(k).get(TAG_KIND) in (KIND_CHECKPOINT, KIND_WRITES) and _pair(k) not in kept
             ]
             await self._remove(scope, thread_id, doomed)
 

@@ -450,27 +450,17 @@ def prune(
     thread: Annotated[str, typer.Argument(help="thread id")],
     keep: Annotated[
         int,
-        typer.Option(
-            "--keep", help="checkpoints to keep per namespace (only 1 is supported)", min=1
-        ),
+        typer.Option("--keep", help="newest checkpoints to keep per namespace", min=1),
     ] = 1,
 ) -> None:
-    """Delete all but the newest checkpoint of each namespace of a thread (--keep 1).
-
-    The saver's prune strategy is keep_latest, so --keep takes only the value 1.
-    """
+    """Delete all but the newest --keep checkpoints (default 1) of each namespace of a thread."""
     opts = _options(ctx)
-    if keep != 1:
-        raise typer.BadParameter(
-            "only --keep 1 is supported (the saver prunes with strategy 'keep_latest')",
-            param_hint="--keep",
-        )
     with _opened(opts) as saver:
         config = _thread_config(thread)
         before = sum(1 for _ in saver.list(config))
         if not before:
             _fail(f"thread {thread!r} has no checkpoints under prefix {opts.prefix!r}")
-        saver.prune([thread], strategy="keep_latest")
+        saver.prune([thread], strategy="keep_latest", keep=keep)
         after = sum(1 for _ in saver.list(config))
         backend = _backend(saver)
     if opts.json:

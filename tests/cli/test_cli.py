@@ -130,10 +130,16 @@ def test_prune_keeps_the_newest(cli: Cli, seeded: dict[str, list[str]]) -> None:
     ]
     assert cli.json("show", "t1")["values"]["steps"] == ["a", "b", "again", "a", "b"]
 
-    unsupported = cli("prune", "t2", "--keep", "3")
-    assert unsupported.exit_code == 2
-    assert "only --keep 1" in _one_error_line(unsupported.stderr)
-    assert len(cli.json("history", "t2")["checkpoints"]) == len(seeded["t2"])
+    assert len(seeded["t2"]) > 3
+    data = cli.json("prune", "t2", "--keep", "3")
+    assert (data["after"], data["deleted"]) == (3, len(seeded["t2"]) - 3)
+    kept = [r["checkpoint_id"] for r in cli.json("history", "t2")["checkpoints"]]
+    assert kept == seeded["t2"][:3]  # the three newest, newest first
+
+    refused = cli("prune", "t2", "--keep", "0")
+    assert refused.exit_code == 2
+    assert "--keep" in _one_error_line(refused.stderr)
+    assert len(cli.json("history", "t2")["checkpoints"]) == 3
 
 
 def _sqlite_threads(path: Path) -> None:

@@ -193,3 +193,18 @@ def test_each_checkpoint_is_self_contained(
 def test_prune_rejects_unknown_strategy(make_saver: Callable[..., FoundryCheckpointer]) -> None:
     with pytest.raises(ValueError, match="strategy"):
         make_saver().prune(["t"], strategy="keep_oldest")
+
+
+def test_prune_keeps_the_newest_n_per_namespace(
+    make_saver: Callable[..., FoundryCheckpointer],
+) -> None:
+    saver = make_saver()
+    ids = _chain(saver, "keep-n", [None] * 6)
+    saver.prune(["keep-n"], keep=4)
+    assert [t.config["configurable"]["checkpoint_id"] for t in saver.list(cfg("keep-n"))] == ids[
+        :-5:-1
+    ]
+    for bad in (0, -1, True, "2"):
+        with pytest.raises(ValueError, match="keep"):
+            saver.prune(["keep-n"], keep=bad)  # type: ignore[arg-type]
+    assert len(list(saver.list(cfg("keep-n")))) == 4
