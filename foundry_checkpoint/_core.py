@@ -312,6 +312,7 @@ class CheckpointCore:
         self._stores: dict[str, StateStoreLike] = {}
         self._opening: dict[str, asyncio.Future[StateStoreLike]] = {}
         self._registered: dict[str | None, float] = {}
+        self._sessions: list[Any] = []
 
     def describe(self) -> str:
         """``kind`` and where the data lives, for ``repr()``."""
@@ -341,6 +342,9 @@ class CheckpointCore:
         self._registered.clear()
         for store in stores:
             await store.aclose()
+        sessions, self._sessions = self._sessions, []
+        for session in sessions:
+            await session.close()
         if self.spill is not None:
             await self.spill.aclose()
 
@@ -445,6 +449,7 @@ class CheckpointCore:
             return await LockedSdkStore.get_or_create(
                 name, user_isolation=True, item_ttl_seconds=self.item_ttl_seconds
             )
+        kwargs = self._pipeline_kwargs()
         return await _transport_retried(
             lambda: FoundryStateStore.get_or_create(
                 name,
@@ -453,9 +458,35 @@ class CheckpointCore:
                 user_isolation=True,
                 item_ttl_seconds=self.item_ttl_seconds,
                 user_id=self._user_id,
-                **self._client_kwargs,
+                **kwargs,
             )
         )
+
+    def _pipeline_kwargs(self) -> dict[str, Any]:
+        """The client keyword arguments, with a CA-file ``connection_verify`` made reusable.
+
+        azure-core turns a CA-file path into a new SSL context on every request, so aiohttp
+        opens (and keeps) a new TLS connection per request. One SSL context on one shared
+        session per core keeps connections reused, as with the default verification.
+        """
+        kwargs = dict(self._client_kwargs)
+        verify = kwargs.get("connection_verify")
+        if not isinstance(verify, str) or "transport" in kwargs:
+            return kwargs
+        if not self._sessions:
+            import ssl
+
+            import aiohttp
+
+            context = ssl.create_default_context(cafile=verify)
+            self._sessions.append(
+                aiohttp.ClientSession(connector=aiohttp.TCPConnector(ssl=context))
+            )
+        from azure.core.pipeline.transport import AioHttpTransport
+
+        del kwargs["connection_verify"]
+        kwargs["transport"] = AioHttpTransport(session=self._sessions[0], session_owner=False)
+        return kwargs
 
     async def gc(
         self,

@@ -7,6 +7,7 @@ import multiprocessing
 import os
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Any
 
 import pytest
 from azure.ai.agentserver.core.storage import FoundryStateStore
@@ -255,3 +256,30 @@ def test_gc_removes_only_the_callers_unreferenced_old_blobs(store_env: StoreEnv)
     finally:
         alice.close()
         bob.close()
+
+
+def test_a_ca_file_is_loaded_once_not_per_request(
+    emulator: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # azure-core would build an SSL context (and so a TLS connection) for every request
+    # given connection_verify=<CA file>; the core builds one and reuses its connections.
+    import ssl
+
+    monkeypatch.setenv("FOUNDRY_HOSTING_ENVIRONMENT", "emulator")
+    store_env = StoreEnv("hosted", tmp_path, emulator, prefix=f"ca{os.getpid()}")
+
+    made: list[object] = []
+    original = ssl.create_default_context
+
+    def counting(*args: object, **kwargs: object) -> ssl.SSLContext:
+        made.append(kwargs.get("cafile"))
+        return original(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(ssl, "create_default_context", counting)
+    core = _core(store_env)
+    try:
+        for i in range(20):
+            assert core.run(_roundtrip(core, f"t{i % 2}")) == {"v": 1}
+        assert made == [store_env.emulator.ca_file]
+    finally:
+        core.close()
