@@ -1,4 +1,4 @@
-"""The lifecycle every adapter object shares: ``close``/``aclose`` and context managers."""
+"""What every adapter object shares: its backend ``kind``, ``close``/``aclose``, ``with``."""
 
 from __future__ import annotations
 
@@ -31,6 +31,11 @@ class CoreOwner:
 
     _core: CheckpointCore
     _owns_core: bool = True
+
+    @property
+    def kind(self) -> str:
+        """The active backend: ``"local-sqlite"``, ``"local-sdk"`` or ``"hosted"``."""
+        return self._core.kind
 
     def _reset(self) -> None:
         """Drop per-object caches that belong to the core's clients (hook)."""

@@ -285,11 +285,6 @@ class FoundryCheckpointer(CoreOwner, BaseCheckpointSaver[str]):
     def __repr__(self) -> str:
         return f"FoundryCheckpointer({self._core.describe()})"
 
-    @property
-    def kind(self) -> str:
-        """``"local-sqlite"``, ``"local-sdk"`` or ``"hosted"``."""
-        return self._core.kind
-
     def _reset(self) -> None:
         self._threads.clear()
 

@@ -1,5 +1,8 @@
 """The storage conformance behaviours of agent-framework's own suite, run in both store modes.
 
+Local mode runs them on both local backends: the embedded engine (default) and the SDK's own
+local mode under the file lock (``local_backend="sdk"``).
+
 Ported from agent-framework's ``test_checkpoint_storage_conformance.py`` (copy semantics,
 filtering by workflow name, ``get_latest`` of an unknown workflow, missing ids, and a value that
 survives pickle but not ``deepcopy``).
@@ -33,6 +36,18 @@ class PickleableNotDeepcopyable:
 
     def __reduce__(self) -> Any:
         return (PickleableNotDeepcopyable, (self.value,))
+
+
+@pytest.fixture(params=["sqlite", "sdk"])
+def storage(
+    request: pytest.FixtureRequest, make_storage: MakeStorage, store_env: Any
+) -> FoundryCheckpointStorage:
+    """Alice's storage of context ``conv-42`` on each local backend (hosted: the service)."""
+    if request.param == "sdk" and store_env.mode == "hosted":
+        pytest.skip("hosted mode has no local backend to choose")
+    made = make_storage(local_backend=request.param)
+    assert made.kind == ("hosted" if store_env.mode == "hosted" else f"local-{request.param}")
+    return made
 
 
 def _cp(**fields: Any) -> WorkflowCheckpoint:
