@@ -22,6 +22,7 @@ import asyncio
 import builtins
 import hashlib
 import random
+import time
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Awaitable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -910,13 +911,18 @@ class FoundryCheckpointer(CoreOwner, BaseCheckpointSaver[str]):
         """Delete ``keys`` from the thread, then its blobs that nothing left references."""
         if not keys:
             return
+        started = time.time()
         self._threads.pop(thread_id, None)
         await _bounded(scope.store.delete_item(k.key) for k in keys)
         if any(_tags(k).get(TAG_SPILL) == "1" for k in keys):
-            await self._collect_blobs(scope)
+            await self._collect_blobs(scope, started)
 
-    async def _collect_blobs(self, scope: Scope) -> None:
-        """Delete the thread's spilled blobs that no remaining item references (at once)."""
+    async def _collect_blobs(self, scope: Scope, started: float) -> None:
+        """Delete the thread's spilled blobs that no remaining item references.
+
+        A blob written or reused (which refreshes its modification time) after ``started`` may
+        belong to a write still in flight (blob first, item second) and is left for ``gc``.
+        """
         spill = self._core.spill
         if spill is None:
             return
@@ -924,7 +930,11 @@ class FoundryCheckpointer(CoreOwner, BaseCheckpointSaver[str]):
         if namespace is None:
             return
         keep = await self._referenced(scope)
-        doomed = [b.digest for b in await spill.list(namespace) if b.digest not in keep]
+        doomed = [
+            b.digest
+            for b in await spill.list(namespace)
+            if b.digest not in keep and b.last_modified < started
+        ]
         if doomed:
             await spill.delete(namespace, doomed)
 

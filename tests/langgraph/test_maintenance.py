@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
 import uuid
 from collections.abc import Callable
@@ -208,3 +209,52 @@ def test_prune_keeps_the_newest_n_per_namespace(
         with pytest.raises(ValueError, match="keep"):
             saver.prune(["keep-n"], keep=bad)  # type: ignore[arg-type]
     assert len(list(saver.list(cfg("keep-n")))) == 4
+
+
+class _WriterDuringCollection:
+    """A spill store that lets a "concurrent writer" upload a blob just as prune lists them."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+        self.late: tuple[str, bytes] | None = None
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+    async def list(self, namespace: str) -> Any:
+        if self.late is not None:
+            import hashlib
+
+            digest, data = self.late
+            assert digest == hashlib.sha256(data).hexdigest()
+            await asyncio.sleep(1.1)  # blob timestamps may have whole-second resolution
+            await self.inner.put(namespace, digest, data)
+        return await self.inner.list(namespace)
+
+
+def test_prune_leaves_a_blob_a_concurrent_writer_just_uploaded(
+    spill_saver: Callable[..., FoundryCheckpointer], store_env: Any
+) -> None:
+    import hashlib
+
+    from foundry_checkpoint import LocalSpill
+
+    base = spill_saver()  # the mode's spill store, to wrap
+    inner = base._core.spill if store_env.mode == "hosted" else LocalSpill(store_env.root / "sp")
+    spill = _WriterDuringCollection(inner)
+    saver = spill_saver(spill=spill)
+    a, b = os.urandom(VALUE), os.urandom(VALUE)
+    _chain(saver, "race", [a, b])
+    in_flight = os.urandom(VALUE)
+    spill.late = (hashlib.sha256(in_flight).hexdigest(), in_flight)
+    saver.prune(["race"], keep=1)
+
+    async def digests() -> set[str]:
+        ns = await (await saver._core.scope("race")).namespace(create=False)
+        assert ns is not None
+        return {blob.digest for blob in await inner.list(ns)}
+
+    left = saver._core.run(digests())
+    assert hashlib.sha256(in_flight).hexdigest() in left  # not taken: it may be in flight
+    assert _big(saver, "race") == b
+    assert len(left) == 2  # a's blob went; b's (referenced) and the late one stay
