@@ -27,7 +27,7 @@ import re
 import threading
 from collections import Counter
 from collections.abc import Mapping
-from typing import Any, Final, Protocol
+from typing import Any, Final
 
 from aiohttp import web
 from azure.ai.agentserver.core.storage import (
@@ -39,10 +39,12 @@ from azure.ai.agentserver.core.storage import (
     FoundryStoragePreconditionError,
 )
 
+from foundry_checkpoint._engine import UNSET, StateEngine
+
 from ._credential import user_for_token
 from ._faults import Fault, FaultPlan
 
-__all__ = ["EngineLike", "StorageApp", "SUPPORTED_API_VERSIONS"]
+__all__ = ["StorageApp", "SUPPORTED_API_VERSIONS"]
 
 _LOGGER = logging.getLogger("foundry_checkpoint.emulator")
 
@@ -67,67 +69,6 @@ _FAULT_CODES: Final[Mapping[int, str]] = {
     503: "service_unavailable",
     504: "gateway_timeout",
 }
-
-
-class EngineLike(Protocol):
-    """The engine methods the HTTP layer calls (``foundry_checkpoint._engine.StateEngine``)."""
-
-    def get_store(self, name: str) -> dict[str, Any]: ...
-
-    def create_store(
-        self,
-        name: str,
-        *,
-        user_isolation: bool,
-        item_ttl_seconds: int,
-        description: str | None = None,
-        tags: Mapping[str, str] | None = None,
-    ) -> dict[str, Any]: ...
-
-    def update_store(
-        self, name: str, *, description: Any = ..., tags: Any = ...
-    ) -> dict[str, Any]: ...
-
-    def delete_store(self, name: str) -> dict[str, Any]: ...
-
-    def create_item(
-        self,
-        name: str,
-        key: str,
-        value: Mapping[str, Any],
-        tags: Mapping[str, str] | None,
-        *,
-        user: str,
-    ) -> dict[str, Any]: ...
-
-    def put_item(
-        self,
-        name: str,
-        key: str,
-        value: Mapping[str, Any],
-        tags: Mapping[str, str] | None,
-        *,
-        user: str,
-        if_match: str | None,
-    ) -> tuple[dict[str, Any], bool]: ...
-
-    def get_item(self, name: str, key: str, *, user: str) -> dict[str, Any] | None: ...
-
-    def delete_item(
-        self, name: str, key: str, *, user: str, if_match: str | None
-    ) -> dict[str, Any]: ...
-
-    def list_keys(
-        self,
-        name: str,
-        *,
-        user: str,
-        tags: Mapping[str, str] | None = None,
-        limit: int | None = None,
-        after: str | None = None,
-        before: str | None = None,
-        order: str = "desc",
-    ) -> dict[str, Any]: ...
 
 
 class _HttpError(Exception):
@@ -246,8 +187,7 @@ class StorageApp:
     """
 
     def __init__(self, faults: FaultPlan) -> None:
-        self._engine: EngineLike | None = None
-        self._unset: object = None
+        self._engine: StateEngine | None = None
         self._faults = faults
         self._lock = threading.Lock()
         self._requests: Counter[str] = Counter()
@@ -273,16 +213,15 @@ class StorageApp:
             self._requests.clear()
             self._faults_served.clear()
 
-    def bind(self, engine: EngineLike, *, unset: object) -> None:
-        """Serve ``engine``; ``unset`` is its "leave unchanged" marker for ``update_store``."""
+    def bind(self, engine: StateEngine) -> None:
+        """Serve ``engine``."""
         self._engine = engine
-        self._unset = unset
 
     def unbind(self) -> None:
         """Forget the engine (it is being closed)."""
         self._engine = None
 
-    def _require_engine(self) -> EngineLike:
+    def _require_engine(self) -> StateEngine:
         engine = self._engine
         if engine is None:
             raise _HttpError(503, "service_unavailable", "The emulator is shutting down.")
@@ -413,8 +352,8 @@ class StorageApp:
             return web.json_response(self._create_store(body), status=201)
         if call == "update_store":
             body = _parse_body(await request.read())
-            description: object = self._unset
-            tags: object = self._unset
+            description: object = UNSET
+            tags: object = UNSET
             if "description" in body:
                 description = _string_field(body, "description", required=False)
             if "tags" in body:

@@ -12,17 +12,16 @@ from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 from types import TracebackType
-from typing import TYPE_CHECKING, Final
+from typing import Final
 
 from aiohttp import web
+
+from foundry_checkpoint._engine import StateEngine
 
 from ._app import StorageApp
 from ._credential import EmulatorCredential
 from ._faults import Fault, FaultPlan
 from ._tls import TlsMaterial, make_tls_material
-
-if TYPE_CHECKING:
-    from foundry_checkpoint._engine import StateEngine
 
 __all__ = ["FoundryEmulator"]
 
@@ -295,10 +294,8 @@ class FoundryEmulator:
             raise RuntimeError("the Foundry emulator is not running; call start() first")
         return running
 
-    def _open_engine(self) -> tuple[StateEngine, object]:
-        from foundry_checkpoint._engine import UNSET, StateEngine
-
-        return StateEngine(self._data, tie_seed=self._seed, clock=self._clock), UNSET
+    def _open_engine(self) -> StateEngine:
+        return StateEngine(self._data, tie_seed=self._seed, clock=self._clock)
 
     def _serve(self, running: _Running) -> None:
         """Server thread: own loop, own engine (SQLite connections stay on this thread)."""
@@ -308,8 +305,8 @@ class FoundryEmulator:
         engine: StateEngine | None = None
         try:
             try:
-                engine, unset = self._open_engine()
-                self._app.bind(engine, unset=unset)
+                engine = self._open_engine()
+                self._app.bind(engine)
                 loop.run_until_complete(self._start_site(running))
             except BaseException as exc:
                 running.error = exc
