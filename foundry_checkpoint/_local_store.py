@@ -29,7 +29,7 @@ import asyncio
 import os
 import threading
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any, ParamSpec, TypeVar
 
@@ -61,6 +61,10 @@ _T = TypeVar("_T")
 _ENGINES: dict[tuple[int, Path], StateEngine] = {}
 
 
+_R = TypeVar("_R", bound="_Ref")
+_NAMES: dict[type, tuple[str, ...]] = {}
+
+
 @dataclass(frozen=True, slots=True)
 class _Ref:
     """An item reference (the shape of ``StateStoreItemRef``)."""
@@ -72,56 +76,27 @@ class _Ref:
     updated_at: int
 
     @classmethod
-    def of(cls, wire: Mapping[str, Any]) -> _Ref:
-        return cls(wire["id"], wire["key"], wire["etag"], wire["created_at"], wire["updated_at"])
+    def of(cls: type[_R], wire: Mapping[str, Any]) -> _R:
+        """The record of an engine answer (absent optional fields become None)."""
+        names = _NAMES.get(cls)
+        if names is None:
+            names = _NAMES[cls] = tuple(f.name for f in fields(cls))
+        values: list[Any] = [wire.get(name) for name in names]
+        return cls(*values)
 
 
 @dataclass(frozen=True, slots=True)
-class _Key:
+class _Key(_Ref):
     """A key listing entry (the shape of ``StateStoreItemKey``)."""
 
-    id: str
-    key: str
-    etag: str
-    created_at: int
-    updated_at: int
     tags: Mapping[str, str] | None
-
-    @classmethod
-    def of(cls, wire: Mapping[str, Any]) -> _Key:
-        return cls(
-            wire["id"],
-            wire["key"],
-            wire["etag"],
-            wire["created_at"],
-            wire["updated_at"],
-            wire.get("tags"),
-        )
 
 
 @dataclass(frozen=True, slots=True)
-class _Item:
+class _Item(_Key):
     """An item read back (the shape of ``StateStoreItem``)."""
 
-    id: str
-    key: str
-    etag: str
-    created_at: int
-    updated_at: int
-    tags: Mapping[str, str] | None
     value: Mapping[str, Any]
-
-    @classmethod
-    def of(cls, wire: Mapping[str, Any]) -> _Item:
-        return cls(
-            wire["id"],
-            wire["key"],
-            wire["etag"],
-            wire["created_at"],
-            wire["updated_at"],
-            wire.get("tags"),
-            wire["value"],
-        )
 
 
 @dataclass(frozen=True, slots=True)
