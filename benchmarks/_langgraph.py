@@ -358,8 +358,10 @@ def _summarise_runs(runs: list[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
-async def chat(subject: Subject, scale: dict[str, Any]) -> dict[str, Any]:
-    """Workload 1: a chat thread whose history grows to ~1 MB."""
+async def _repeated_chat(
+    subject: Subject, scale: dict[str, Any], *, windowed: bool, label: str
+) -> dict[str, Any]:
+    """The chat graph, repeated on fresh threads (the SDK backend: fewer runs, time-capped)."""
     sdk = subject.key == "fc-sdk"
     reps = scale["sdk_reps"] if sdk else scale["reps"]
     budget_s = scale["sdk_budget_s"] if sdk else None
@@ -370,32 +372,22 @@ async def chat(subject: Subject, scale: dict[str, Any]) -> dict[str, Any]:
                 subject,
                 steps=scale["steps"],
                 chars=scale["chars"],
-                windowed=False,
-                thread=f"chat-{rep}",
+                windowed=windowed,
+                thread=f"{label}-{rep}",
                 budget=Budget(budget_s) if budget_s else None,
             )
         )
     return _summarise_runs(runs)
+
+
+async def chat(subject: Subject, scale: dict[str, Any]) -> dict[str, Any]:
+    """Workload 1: a chat thread whose history grows to ~1 MB."""
+    return await _repeated_chat(subject, scale, windowed=False, label="chat")
 
 
 async def growth(subject: Subject, scale: dict[str, Any]) -> dict[str, Any]:
     """Workload 2: per-step cost as the thread grows to 100 and 1,000 checkpoints."""
-    sdk = subject.key == "fc-sdk"
-    reps = scale["sdk_reps"] if sdk else scale["reps"]
-    budget_s = scale["sdk_budget_s"] if sdk else None
-    runs = []
-    for rep in range(reps):
-        runs.append(
-            await _drive_chat(
-                subject,
-                steps=scale["steps"],
-                chars=scale["chars"],
-                windowed=True,
-                thread=f"growth-{rep}",
-                budget=Budget(budget_s) if budget_s else None,
-            )
-        )
-    return _summarise_runs(runs)
+    return await _repeated_chat(subject, scale, windowed=True, label="growth")
 
 
 def _checkpoint(saver: BaseCheckpointSaver[Any], previous: str | None, value: Any) -> Checkpoint:
