@@ -618,6 +618,13 @@ def emulator(
     ] = None,
     seed: Annotated[int, typer.Option(help="seed of same-second key order and faults")] = 0,
     host: Annotated[str, typer.Option(help="loopback interface to listen on")] = "127.0.0.1",
+    bind: Annotated[
+        list[str] | None,
+        typer.Option(
+            metavar="CALL_ID=USER",
+            help="resolve requests carrying x-agent-foundry-call-id CALL_ID to USER (repeatable)",
+        ),
+    ] = None,
 ) -> None:
     """Run the loopback HTTPS emulator of the hosted state store until Ctrl+C.
 
@@ -629,6 +636,8 @@ def emulator(
     argv = ["--port", str(port), "--seed", str(seed), "--host", host]
     if data is not None:
         argv += ["--data", str(data)]
+    for pair in bind or []:
+        argv += ["--bind", pair]
     code = emulator_main(argv)
     if code:
         raise typer.Exit(code)

@@ -1,7 +1,8 @@
 """A loopback HTTPS emulator of the Foundry state-store REST API.
 
 It lets the real ``FoundryStateStore`` client run in hosted mode on a laptop or in CI: the nine
-calls of the wire contract, user isolation by bearer token or ``x-ms-user-id``, the documented
+calls of the wire contract, user isolation by per-request call id (``bind_call``, ``mint_call``),
+``x-ms-user-id`` or bearer token, the documented
 limits (400 naming the field), deterministic same-second ordering that is deliberately not
 insertion order, seeded fault injection (status codes, ``Retry-After``, dropped connections,
 delays) and request counts.

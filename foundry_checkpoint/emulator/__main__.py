@@ -37,14 +37,32 @@ def _parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         "--seed", type=int, default=0, help="seed of same-second key order and fault draws"
     )
     parser.add_argument("--project", default="emulator", help="project name in the endpoint")
+    parser.add_argument(
+        "--bind",
+        action="append",
+        default=[],
+        metavar="CALL_ID=USER",
+        help="resolve requests carrying x-agent-foundry-call-id CALL_ID to USER (repeatable)",
+    )
     return parser.parse_args(argv)
+
+
+def _bindings(pairs: Sequence[str]) -> list[tuple[str, str]]:
+    bindings: list[tuple[str, str]] = []
+    for pair in pairs:
+        call_id, sep, user = pair.partition("=")
+        if not sep or not call_id or not user:
+            raise ValueError(f"--bind takes CALL_ID=USER; got {pair!r}")
+        bindings.append((call_id, user))
+    return bindings
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Start the emulator, print its endpoint and CA file, serve until SIGINT/SIGTERM.
 
     Returns the process exit status: 0 after a signal-requested stop, 2 when the emulator
-    cannot start (a non-loopback host, a port in use, an unusable data file).
+    cannot start (a non-loopback host, a port in use, an unusable data file, a malformed
+    ``--bind CALL_ID=USER``).
     """
     args = _parse_args(argv)
     stop = threading.Event()
@@ -59,6 +77,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         emulator = FoundryEmulator(
             host=args.host, port=args.port, data=args.data, seed=args.seed, project=args.project
         )
+        for call_id, user in _bindings(args.bind):
+            emulator.bind_call(call_id, user)
         with emulator as emu:
             print(f"endpoint: {emu.endpoint}", flush=True)
             print(f"ca_file: {emu.ca_file}", flush=True)

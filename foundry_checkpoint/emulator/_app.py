@@ -6,7 +6,9 @@ Every request goes through the same steps, in this order:
 2. count it in :attr:`StorageApp.requests`;
 3. apply an injected fault, if one is armed (before anything else, so a faulted request has no
    effect on state);
-4. resolve the caller: ``x-ms-user-id`` when present, else the bearer token (missing: 401);
+4. resolve the caller with :func:`~foundry_checkpoint.emulator._identity.resolve_caller`, the
+   one identity rule (bearer token required; then the bound user of ``x-agent-foundry-call-id``,
+   else the delegated ``x-ms-user-id``, else the token's user);
 5. check ``api-version``;
 6. decode names and keys (base64url of UTF-8 without padding), parse and shape-check the JSON
    body, and call the engine, which enforces the documented limits and semantics;
@@ -41,8 +43,8 @@ from azure.ai.agentserver.core.storage import (
 
 from foundry_checkpoint._engine import UNSET, StateEngine
 
-from ._credential import user_for_token
 from ._faults import Fault, FaultPlan
+from ._identity import CallerRejected, CallTable, resolve_caller
 
 __all__ = ["StorageApp", "SUPPORTED_API_VERSIONS"]
 
@@ -54,7 +56,6 @@ SUPPORTED_API_VERSIONS: Final[frozenset[str]] = frozenset({"v1"})
 _DEFAULT_ITEM_TTL_SECONDS: Final = 30 * 24 * 60 * 60
 #: Large enough that an over-limit value reaches the engine and gets its 400 ``param: value``.
 CLIENT_MAX_BODY_BYTES: Final = 32 * 1024 * 1024
-_USER_HEADER: Final = "x-ms-user-id"
 
 _ROUTE = re.compile(
     r"^(?:.*)/storage/state_stores"
@@ -186,9 +187,10 @@ class StorageApp:
     from any thread.
     """
 
-    def __init__(self, faults: FaultPlan) -> None:
+    def __init__(self, faults: FaultPlan, calls: CallTable | None = None) -> None:
         self._engine: StateEngine | None = None
         self._faults = faults
+        self._calls = calls if calls is not None else CallTable()
         self._lock = threading.Lock()
         self._requests: Counter[str] = Counter()
         self._faults_served: Counter[str] = Counter()
@@ -212,6 +214,11 @@ class StorageApp:
         with self._lock:
             self._requests.clear()
             self._faults_served.clear()
+
+    @property
+    def calls(self) -> CallTable:
+        """The call ids this handler resolves to users."""
+        return self._calls
 
     def bind(self, engine: StateEngine) -> None:
         """Serve ``engine``."""
@@ -304,17 +311,11 @@ class StorageApp:
             headers=headers,
         )
 
-    @staticmethod
-    def _resolve_user(request: web.Request) -> str:
-        authorization = request.headers.get("Authorization", "")
-        scheme, _, token = authorization.partition(" ")
-        token = token.strip()
-        if scheme.lower() != "bearer" or not token:
-            raise _HttpError(401, "unauthorized", "A bearer token is required.")
-        delegated = request.headers.get(_USER_HEADER)
-        if delegated:
-            return delegated
-        return user_for_token(token)
+    def _resolve_user(self, request: web.Request) -> str:
+        try:
+            return resolve_caller(request.headers, self._calls)
+        except CallerRejected as exc:
+            raise _HttpError(exc.status, exc.code, exc.message) from exc
 
     @staticmethod
     def _check_api_version(request: web.Request) -> None:

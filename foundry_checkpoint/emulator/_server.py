@@ -211,6 +211,41 @@ class FoundryEmulator:
         """The seed of tie order and fault draws."""
         return self._seed
 
+    def bind_call(self, call_id: str, user: str) -> None:
+        """Make requests carrying ``x-agent-foundry-call-id: call_id`` resolve to ``user``.
+
+        This is how the platform identifies the end user of a hosted agent's request: the SDK
+        forwards the call id from ``get_request_context()`` on every store call, and the service
+        resolves the caller from it. A request with a call id nobody bound gets 403. Bindings
+        survive ``stop()``/``start()``. See ``docs/emulator.md`` for the full resolution order.
+
+        Raises:
+            ValueError: an empty ``call_id`` or ``user``, or ``call_id`` already bound to
+                another user.
+
+        Example:
+            >>> emu = FoundryEmulator()
+            >>> emu.bind_call("call-from-the-platform", "alice")
+            >>> emu.user_for_call("call-from-the-platform")
+            'alice'
+        """
+        self._app.calls.bind(call_id, user)
+
+    def mint_call(self, user: str) -> str:
+        """Return a new call id bound to ``user``, as the platform mints one per request.
+
+        Example:
+            >>> emu = FoundryEmulator()
+            >>> call_id = emu.mint_call("bob")
+            >>> emu.user_for_call(call_id)
+            'bob'
+        """
+        return self._app.calls.mint(user)
+
+    def user_for_call(self, call_id: str) -> str | None:
+        """The user ``call_id`` is bound to, or None when it is unknown."""
+        return self._app.calls.user_for(call_id)
+
     def credential(self, user: str = "alice") -> EmulatorCredential:
         """An async credential whose tokens this emulator maps to ``user``'s partition.
 

@@ -1,0 +1,207 @@
+"""The emulator's caller-resolution rule: call id, then delegated ``x-ms-user-id``, then token.
+
+Requests go through the real ``FoundryStateStore`` client, which forwards the call id from the
+request context (``azure.ai.agentserver.core.set_request_context``) exactly as in a hosted agent.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import uuid
+from collections.abc import AsyncIterator, Callable, Iterator
+from contextlib import asynccontextmanager, contextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+from azure.ai.agentserver.core import (
+    FoundryAgentRequestContext,
+    reset_request_context,
+    set_request_context,
+)
+from azure.ai.agentserver.core.storage import FoundryStateStore, FoundryStorageApiError
+
+from foundry_checkpoint.emulator import FoundryEmulator
+
+from ._harness import client_kwargs, hosted_env
+
+
+@contextmanager
+def request_for(call_id: str | None, user_id: str | None = None) -> Iterator[None]:
+    """Run the body as the hosts do: inside a request context carrying the platform headers."""
+    token = set_request_context(FoundryAgentRequestContext(call_id=call_id, user_id=user_id))
+    try:
+        yield
+    finally:
+        reset_request_context(token)
+
+
+@pytest.fixture
+def open_store(emu: FoundryEmulator, monkeypatch: pytest.MonkeyPatch) -> Callable[..., Any]:
+    """Open an isolated store as the agent's own identity (token user ``agent``)."""
+    hosted_env(monkeypatch)
+
+    @asynccontextmanager
+    async def _open(name: str, **extra: Any) -> AsyncIterator[FoundryStateStore]:
+        store = await FoundryStateStore.get_or_create(
+            name, user_isolation=True, **client_kwargs(emu, "agent", **extra)
+        )
+        try:
+            yield store
+        finally:
+            await store.aclose()
+
+    return _open
+
+
+async def test_call_ids_partition_one_client_by_user(emu: FoundryEmulator, open_store: Any) -> None:
+    name = f"id/{uuid.uuid4().hex}"
+    alice_call, bob_call = emu.mint_call("alice"), emu.mint_call("bob")
+    async with open_store(name) as store:
+        with request_for(alice_call):
+            await store.set_item("main", {"owner": "alice"})
+        with request_for(bob_call):
+            assert await store.get_item("main") is None
+            await store.set_item("main", {"owner": "bob"})
+        with request_for(alice_call):
+            item = await store.get_item("main")
+            assert item is not None and item.value == {"owner": "alice"}
+            assert [k.key for k in (await store.list_keys()).keys] == ["main"]
+        # without a call id the request is the agent's own: its partition is empty
+        assert await store.get_item("main") is None
+        assert (await store.list_keys()).keys == []
+    # a second call id bound to alice reaches the same partition (a later request of hers)
+    later = emu.mint_call("alice")
+    async with open_store(name) as store:
+        with request_for(later):
+            item = await store.get_item("main")
+            assert item is not None and item.value == {"owner": "alice"}
+
+
+async def test_call_id_wins_over_the_delegated_user_and_the_token(
+    emu: FoundryEmulator, open_store: Any
+) -> None:
+    name = f"id/{uuid.uuid4().hex}"
+    async with open_store(name, user_id="carol") as store:
+        await store.set_item("k", {"owner": "carol"})  # delegated x-ms-user-id, no call id
+        with request_for(emu.mint_call("dave")):
+            assert await store.get_item("k") is None
+            await store.set_item("k", {"owner": "dave"})
+    async with open_store(name) as store:  # the token alone: the agent's partition
+        assert await store.get_item("k") is None
+    async with open_store(name, user_id="carol") as store:
+        item = await store.get_item("k")
+        assert item is not None and item.value == {"owner": "carol"}
+
+
+async def test_the_context_user_id_is_not_sent_to_the_store(
+    emu: FoundryEmulator, open_store: Any
+) -> None:
+    """``x-agent-user-id`` is container-side only: without a call id it changes nothing."""
+    name = f"id/{uuid.uuid4().hex}"
+    async with open_store(name) as store:
+        with request_for(None, user_id="erin"):
+            await store.set_item("k", {"owner": "agent"})
+        item = await store.get_item("k")
+        assert item is not None and item.value == {"owner": "agent"}
+
+
+async def test_unknown_call_id_is_forbidden_on_every_call_type(
+    emu: FoundryEmulator, open_store: Any
+) -> None:
+    name = f"id/{uuid.uuid4().hex}"
+    async with open_store(name) as store:
+        await store.set_item("k", {"v": 1})
+        with request_for("call-the-platform-never-minted"):
+            for attempt in (
+                store.get(),
+                store.get_item("k"),
+                store.set_item("k", {"v": 2}),
+                store.delete_item("k"),
+                store.list_keys(),
+            ):
+                with pytest.raises(FoundryStorageApiError) as info:
+                    await attempt
+                assert info.value.status_code == 403
+        item = await store.get_item("k")
+        assert item is not None and item.value == {"v": 1}  # nothing changed
+
+
+def test_bind_call_checks_its_input() -> None:
+    emu = FoundryEmulator()
+    emu.bind_call("c-1", "alice")
+    emu.bind_call("c-1", "alice")  # the same binding again is fine
+    with pytest.raises(ValueError, match="already bound"):
+        emu.bind_call("c-1", "bob")
+    for call_id, user in (("", "alice"), ("  ", "alice"), ("c-2", "")):
+        with pytest.raises(ValueError):
+            emu.bind_call(call_id, user)
+    assert emu.user_for_call("c-2") is None
+    minted = {emu.mint_call("alice") for _ in range(50)}
+    assert len(minted) == 50 and all(emu.user_for_call(c) == "alice" for c in minted)
+
+
+def test_bindings_survive_a_restart() -> None:
+    emu = FoundryEmulator()
+    call_id = emu.mint_call("alice")
+    with emu:
+        pass
+    with emu:
+        assert emu.user_for_call(call_id) == "alice"
+
+
+def test_emulator_command_binds_call_ids(tmp_path: Path) -> None:
+    """``python -m foundry_checkpoint.emulator --bind CALL_ID=USER`` serves that binding."""
+    root = Path(__file__).resolve().parents[2]
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(root), os.environ.get("PYTHONPATH", "")]),
+        "AZURE_AI_AGENTSERVER_DISABLE_EXPERIMENTAL_WARNING": "true",
+    }
+    bad = subprocess.run(
+        [sys.executable, "-m", "foundry_checkpoint.emulator", "--bind", "no-user"],
+        capture_output=True, text=True, env=env, check=False, timeout=120,
+    )  # fmt: skip
+    assert bad.returncode == 2 and "CALL_ID=USER" in bad.stderr
+    server = subprocess.Popen(
+        [sys.executable, "-m", "foundry_checkpoint.emulator", "--port", "0",
+         "--bind", "call-a=alice", "--bind", "call-b=bob"],
+        stdout=subprocess.PIPE, text=True, env=env,
+    )  # fmt: skip
+    try:
+        assert server.stdout is not None
+        endpoint = server.stdout.readline().strip().removeprefix("endpoint: ")
+        ca_file = server.stdout.readline().strip().removeprefix("ca_file: ")
+        script = (
+            "import asyncio, sys\n"
+            "from azure.ai.agentserver.core import FoundryAgentRequestContext, "
+            "set_request_context\n"
+            "from azure.ai.agentserver.core.storage import FoundryStateStore\n"
+            "from foundry_checkpoint.emulator import EmulatorCredential\n"
+            "async def main():\n"
+            "    store = await FoundryStateStore.get_or_create('s', EmulatorCredential('agent'),"
+            " sys.argv[1], user_isolation=True, connection_verify=sys.argv[2])\n"
+            "    for call, value in (('call-a', 'A'), ('call-b', 'B')):\n"
+            "        set_request_context(FoundryAgentRequestContext(call_id=call))\n"
+            "        await store.set_item('k', {'v': value})\n"
+            "    seen = []\n"
+            "    for call in ('call-a', 'call-b'):\n"
+            "        set_request_context(FoundryAgentRequestContext(call_id=call))\n"
+            "        seen.append((await store.get_item('k')).value['v'])\n"
+            "    await store.aclose()\n"
+            "    print(''.join(seen))\n"
+            "asyncio.run(main())\n"
+        )
+        hosted = {**env, "FOUNDRY_HOSTING_ENVIRONMENT": "1"}
+        run = subprocess.run(
+            [sys.executable, "-c", script, endpoint, ca_file],
+            capture_output=True, text=True, env=hosted, check=False, timeout=120,
+        )  # fmt: skip
+        assert run.returncode == 0, run.stderr
+        assert run.stdout.strip() == "AB"
+    finally:
+        server.send_signal(signal.SIGINT)
+        assert server.wait(timeout=60) == 0
