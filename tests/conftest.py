@@ -47,6 +47,16 @@ class StoreEnv:
         out.update(extra)
         return out
 
+    def call_id(self, user: str = "alice") -> str:
+        """A fresh platform call id for a request of ``user``.
+
+        Hosted mode: minted by the emulator, so the store resolves it to ``user``'s partition
+        (an unknown call id is refused with 403). Local mode: any fresh id.
+        """
+        if self.mode == "hosted":
+            return str(self.emulator.mint_call(user))
+        return f"call-{uuid.uuid4().hex}"
+
 
 @pytest.fixture(params=["local", "hosted"])
 def store_mode(request: pytest.FixtureRequest) -> str:

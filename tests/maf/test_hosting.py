@@ -62,7 +62,9 @@ async def provider(store_env: Any) -> Any:
 async def test_provider_gives_context_scoped_storages(store_env: Any, provider: Any) -> None:
     assert isinstance(provider, ContextScopedStoreProvider)
     config = _config(store_env.mode == "hosted")
-    request = FoundryAgentRequestContext(call_id="call-1", user_id="alice", session_id="s")
+    request = FoundryAgentRequestContext(
+        call_id=store_env.call_id("alice"), user_id="alice", session_id="s"
+    )
     conv_a = provider.get_store(config=config, context_id="conv-a", platform_context=request)
     conv_b = provider.get_store(config=config, context_id="conv-b", platform_context=request)
     assert isinstance(conv_a, FoundryCheckpointStorage)
@@ -81,7 +83,8 @@ async def test_provider_gives_context_scoped_storages(store_env: Any, provider: 
 
 
 async def test_storage_forwards_the_request_call_id(store_env: Any, provider: Any) -> None:
-    request = FoundryAgentRequestContext(call_id="call-42", user_id="alice")
+    call_id = store_env.call_id("alice")
+    request = FoundryAgentRequestContext(call_id=call_id, user_id="alice")
     storage = provider.get_store(
         config=_config(store_env.mode == "hosted"), context_id="conv-call", platform_context=request
     )
@@ -91,11 +94,11 @@ async def test_storage_forwards_the_request_call_id(store_env: Any, provider: An
     scope.store = recorder
     assert get_request_context().call_id is None  # nothing set on the caller's side
     await storage.get_latest(workflow_name="w")
-    assert recorder.call_ids == ["call-42", "call-42"]
+    assert recorder.call_ids == [call_id, call_id]
 
 
 async def test_hosting_integrity_hash_pairs_with_ours(store_env: Any, provider: Any) -> None:
-    request = FoundryAgentRequestContext(call_id="c")
+    request = FoundryAgentRequestContext(call_id=store_env.call_id("alice"))
     storage = provider.get_store(
         config=_config(store_env.mode == "hosted"), context_id="conv-hash", platform_context=request
     )
