@@ -17,10 +17,6 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
 from agent_framework import CheckpointStorage
-from agent_framework._workflows._checkpoint_encoding import (
-    decode_checkpoint_value,
-    encode_checkpoint_value,
-)
 from agent_framework_foundry_hosting import ContextScopedStoreProvider
 from azure.ai.agentserver.core import AgentConfig, FoundryAgentRequestContext
 from azure.ai.agentserver.core.storage import DEFAULT_ITEM_TTL_SECONDS
@@ -28,7 +24,7 @@ from azure.ai.agentserver.core.storage import DEFAULT_ITEM_TTL_SECONDS
 from foundry_checkpoint._core import CheckpointCore, LocalBackend
 from foundry_checkpoint._lifecycle import CoreOwner
 
-from ._payload import type_keys
+from ._payload import check_value, type_keys
 from ._storage import FoundryCheckpointStorage
 
 if TYPE_CHECKING:
@@ -102,7 +98,7 @@ class FoundryCheckpointStorageProvider(CoreOwner, ContextScopedStoreProvider[Che
 
         Mirrors hosting's default provider, so a host can check a typed turn input up front.
         """
-        decode_checkpoint_value(encode_checkpoint_value(value), allowed_types=self._allowed)
+        check_value(value, self._allowed)
 
     def __repr__(self) -> str:
         return f"FoundryCheckpointStorageProvider({self._core.describe()})"

@@ -6,9 +6,14 @@ for everything else) dumped with sorted keys and compact separators. Those bytes
 what Foundry hosting hashes to pin a checkpoint to a response, so the sha256 of the stored
 payload is the integrity hash ``load_with_hash`` returns.
 
-Decoding always goes through MAF's restricted unpickler: the allow-list passed to
-``decode_checkpoint_value`` is a frozenset, never ``None`` (``None`` would mean plain
-``pickle.loads``).
+Decoding never calls MAF's own decoder. MAF's restricted unpickler admits any attribute of an
+``agent_framework.*`` module, including names such a module merely imported, so a tampered
+item could make it construct a class that evaluates a string. :func:`decode_payload` walks
+the same envelope format with a stricter unpickler of its own (see :class:`_SafeUnpickler`):
+every global it resolves must be *defined* in the module the pickle names (no re-exported
+names), must be a class (functions only from a fixed set), and is checked against the
+allow-list before anything is constructed. Whatever fails is a :class:`CheckpointDecodeError`
+(both a ``WorkflowCheckpointException`` and a ``CorruptPayloadError``).
 
 Example:
     >>> from agent_framework import WorkflowCheckpoint
@@ -23,20 +28,33 @@ Example:
 
 from __future__ import annotations
 
+import base64
+import binascii
+import copyreg
 import hashlib
+import importlib
+import io
 import json
+import pickle  # nosec: only through _SafeUnpickler, which admits an allow-list of classes
+import sys
 from collections.abc import Iterable
 from datetime import datetime, timezone
+from enum import EnumMeta
 from typing import Any, Final
 
 from agent_framework import WorkflowCheckpoint, WorkflowCheckpointException
 from agent_framework._workflows._checkpoint_encoding import (
-    decode_checkpoint_value,
+    _REGISTERED_CHECKPOINT_TYPE_KEYS,
     encode_checkpoint_value,
 )
 
+from foundry_checkpoint.errors import CorruptPayloadError
+
 __all__ = [
     "TS_WIDTH",
+    "CheckpointDecodeError",
+    "CheckpointRefusedError",
+    "check_value",
     "decode_payload",
     "encode_payload",
     "payload_hash",
@@ -89,42 +107,268 @@ def payload_hash(payload: bytes) -> str:
     return hashlib.sha256(payload).hexdigest()
 
 
+class CheckpointDecodeError(WorkflowCheckpointException, CorruptPayloadError):
+    """A stored checkpoint cannot be decoded safely: damaged, or holding a refused type.
+
+    Both a ``WorkflowCheckpointException`` (what MAF's ``CheckpointStorage`` contract raises)
+    and a :class:`~foundry_checkpoint.errors.CorruptPayloadError`. Raised before any refused
+    class is called.
+
+    Example:
+        >>> issubclass(CheckpointDecodeError, CorruptPayloadError)
+        True
+    """
+
+
+class CheckpointRefusedError(CheckpointDecodeError):
+    """A stored checkpoint holds a pickle no encoder writes; nothing in it was run.
+
+    A re-exported name (the class is defined elsewhere), a global that is not a class, a class
+    derived from a callable wrapper or a string evaluator: signs of tampering, so listings raise
+    it instead of skipping the checkpoint. A class that is merely outside the allow-list is a
+    plain :class:`CheckpointDecodeError`.
+    """
+
+
+_PICKLE_MARKER: Final = "__pickled__"
+_TYPE_MARKER: Final = "__type__"
+_MAX_DEPTH: Final = 200
+# Classes admitted by prefix: only where they are *defined*, never where they are re-exported.
+_FRAMEWORK_PREFIXES: Final = (
+    "agent_framework.",
+    "agent_framework_orchestrations.",
+    "openai.types.",
+)
+# Plain value types (what pickle names for primitives, dates, ids and collections).
+_VALUE_TYPE_KEYS: Final = frozenset(
+    {
+        "builtins:object",
+        "builtins:complex",
+        "builtins:range",
+        "builtins:slice",
+        "builtins:int",
+        "builtins:float",
+        "builtins:str",
+        "builtins:bytes",
+        "builtins:bytearray",
+        "builtins:bool",
+        "builtins:set",
+        "builtins:frozenset",
+        "builtins:list",
+        "builtins:dict",
+        "builtins:tuple",
+        "datetime:datetime",
+        "datetime:date",
+        "datetime:time",
+        "datetime:timedelta",
+        "datetime:timezone",
+        "uuid:UUID",
+        "decimal:Decimal",
+        "collections:OrderedDict",
+        "collections:defaultdict",
+        "collections:deque",
+        "collections:Counter",
+    }
+)
+# Bases that make a class a callable wrapper or an evaluator of strings: refused even when the
+# class itself is admitted (a subclass defined in an allowed module inherits the behaviour).
+_REFUSED_BASE_KEYS: Final = frozenset(
+    {
+        "pydantic.type_adapter:TypeAdapter",
+        "functools:partial",
+        "functools:partialmethod",
+        "operator:attrgetter",
+        "operator:itemgetter",
+        "operator:methodcaller",
+    }
+)
+
+
+def _key_of(cls: type) -> str:
+    return f"{cls.__module__}:{cls.__qualname__}"
+
+
+class _Tampered(pickle.UnpicklingError):
+    """A pickle no encoder writes: a re-exported name, a function, a refused base class."""
+
+
+def _type_of(*args: Any) -> type:
+    """``builtins.type`` as pickle calls it (``type(None)``): one argument, never a new class."""
+    if len(args) != 1:
+        raise _Tampered("builtins.type may only be called with one argument here")
+    return type(args[0])
+
+
+class _SafeUnpickler(pickle.Unpickler):
+    """An unpickler that resolves only admitted classes, judged by where they are defined.
+
+    A global ``module:name`` is admitted when ``name`` has no dot (nested classes are reached
+    through the checked ``getattr``), the module is already admitted by name (so no other
+    module is imported), the object found there is a class whose own ``__module__`` and
+    ``__qualname__`` are exactly that ``module:name`` (a re-exported name is refused), the key
+    is a plain value type, in ``allowed`` (the storage's and MAF's registrations), or the
+    module lies under an ``agent_framework`` or ``openai.types`` prefix, and no base class is a
+    callable wrapper or a string evaluator. The only functions it hands out are
+    ``copyreg._reconstructor``, a one-argument ``type`` and a ``getattr`` limited to nested
+    admitted classes and enum members.
+    """
+
+    def __init__(self, data: bytes, allowed: frozenset[str]) -> None:
+        super().__init__(io.BytesIO(data))
+        self._allowed = allowed
+        self._allowed_modules = frozenset(k.partition(":")[0] for k in allowed)
+
+    def _module_admitted(self, module: str) -> bool:
+        return (
+            module in self._allowed_modules
+            or module.startswith(_FRAMEWORK_PREFIXES)
+            or any(k.startswith(f"{module}:") for k in _VALUE_TYPE_KEYS)
+        )
+
+    def _class_admitted(self, cls: type) -> bool:
+        key = _key_of(cls)
+        return (
+            key in _VALUE_TYPE_KEYS
+            or key in self._allowed
+            or cls.__module__.startswith(_FRAMEWORK_PREFIXES)
+        ) and not any(_key_of(base) in _REFUSED_BASE_KEYS for base in cls.__mro__)
+
+    def find_class(self, module: str, name: str) -> Any:
+        key = f"{module}:{name}"
+        if key in ("builtins:getattr", "__builtin__:getattr"):
+            return self._getattr
+        if key == "builtins:type":
+            return _type_of
+        if key == "copyreg:_reconstructor":
+            return copyreg._reconstructor  # type: ignore[attr-defined]
+        if "." in name:
+            raise _Tampered(f"global {key!r} is a dotted name, which checkpoints never hold")
+        loaded = sys.modules.get(module)
+        if loaded is None and self._module_admitted(module):
+            try:
+                loaded = importlib.import_module(module)
+            except ImportError as exc:
+                raise pickle.UnpicklingError(f"module of {key!r} cannot be imported") from exc
+        if loaded is None:
+            raise pickle.UnpicklingError(f"class {key!r} is not an allowed checkpoint type")
+        found = vars(loaded).get(name)
+        if not isinstance(found, type):
+            raise _Tampered(f"global {key!r} is not a class")
+        if _key_of(found) != key:
+            raise _Tampered(f"global {key!r} is {_key_of(found)!r}, re-exported by {module!r}")
+        if any(_key_of(base) in _REFUSED_BASE_KEYS for base in found.__mro__):
+            raise _Tampered(f"class {key!r} is a callable wrapper or evaluates strings")
+        if not self._class_admitted(found):
+            raise pickle.UnpicklingError(f"class {key!r} is not an allowed checkpoint type")
+        return found
+
+    def _getattr(self, owner: Any, name: Any) -> Any:
+        if not isinstance(owner, type) or not isinstance(name, str):
+            raise _Tampered("getattr is allowed only on classes, with a name")
+        if isinstance(owner, EnumMeta) and name in owner.__members__:
+            return owner.__members__[name]
+        found = vars(owner).get(name)
+        if (
+            isinstance(found, type)
+            and found.__qualname__ == f"{owner.__qualname__}.{name}"
+            and found.__module__ == owner.__module__
+            and self._class_admitted(found)
+        ):
+            return found
+        raise _Tampered(f"attribute {name!r} of {_key_of(owner)!r} is not an allowed class")
+
+
+def _unpickle(envelope: dict[str, Any], allowed: frozenset[str]) -> Any:
+    data, expected = envelope[_PICKLE_MARKER], envelope[_TYPE_MARKER]
+    if not isinstance(data, str) or not isinstance(expected, str):
+        raise ValueError("a pickle envelope holds non-string fields")
+    try:
+        raw = base64.b64decode(data.encode("ascii"), validate=True)
+    except (UnicodeEncodeError, binascii.Error) as exc:
+        raise ValueError(f"a pickle envelope is not base64: {exc}") from exc
+    value = _SafeUnpickler(raw, allowed).load()
+    if _key_of(type(value)) != expected:
+        raise ValueError(
+            f"a pickle envelope records type {expected!r} but holds {_key_of(type(value))!r}"
+        )
+    return value
+
+
+def _decode_value(value: Any, allowed: frozenset[str], depth: int = 0) -> Any:
+    if depth > _MAX_DEPTH:
+        raise ValueError(f"values are nested more than {_MAX_DEPTH} levels deep")
+    if isinstance(value, dict):
+        if _PICKLE_MARKER in value and _TYPE_MARKER in value:
+            return _unpickle(value, allowed)
+        return {k: _decode_value(v, allowed, depth + 1) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_decode_value(v, allowed, depth + 1) for v in value]
+    return value
+
+
+def check_value(value: object, allowed: frozenset[str]) -> None:
+    """Raise :class:`CheckpointDecodeError` unless ``value`` would decode under ``allowed``.
+
+    Example:
+        >>> check_value({"n": 1}, frozenset())
+    """
+    try:
+        _decode_value(
+            encode_checkpoint_value(value), allowed | frozenset(_REGISTERED_CHECKPOINT_TYPE_KEYS)
+        )
+    except Exception as exc:
+        raise CheckpointDecodeError(
+            f"A {type(value).__name__} value would not be restored from a checkpoint: {exc}. "
+            "If the type is yours and trusted, pass it in allowed_checkpoint_types=[...]."
+        ) from exc
+
+
 def decode_payload(
     payload: bytes, *, allowed: frozenset[str], checkpoint_id: str
 ) -> WorkflowCheckpoint:
-    """A new :class:`WorkflowCheckpoint` from stored bytes, through the restricted unpickler.
+    """A new :class:`WorkflowCheckpoint` from stored bytes, through :class:`_SafeUnpickler`.
 
-    Raises :class:`WorkflowCheckpointException` naming ``checkpoint_id`` when the bytes are not
-    a checkpoint, hold a type outside the allow-list, or belong to another checkpoint id.
+    ``allowed`` adds ``"module:qualname"`` keys to the admitted classes (as do MAF's
+    ``register_checkpoint_type`` registrations). Raises :class:`CheckpointDecodeError` naming
+    ``checkpoint_id`` when the bytes are not a checkpoint, hold a class that is not admitted
+    (before it is called), or belong to another checkpoint id.
     """
     try:
         encoded: Any = json.loads(payload.decode("utf-8"))
-    except (UnicodeDecodeError, ValueError) as exc:
-        raise WorkflowCheckpointException(
-            f"Checkpoint {checkpoint_id!r} is stored in an unreadable form (not UTF-8 JSON): {exc}"
+    except (UnicodeDecodeError, ValueError, RecursionError) as exc:
+        raise CheckpointDecodeError(
+            f"Checkpoint {checkpoint_id!r} is stored in an unreadable form (not UTF-8 JSON "
+            f"of a sane depth): {type(exc).__name__}"
         ) from exc
     try:
-        decoded = decode_checkpoint_value(encoded, allowed_types=allowed)
-    except WorkflowCheckpointException as exc:
-        raise WorkflowCheckpointException(
-            f"Checkpoint {checkpoint_id!r} cannot be decoded under this storage's allowed types: "
-            f"{exc}. If the type is yours and trusted, pass it in allowed_checkpoint_types=[...] "
-            "or register it with agent_framework.register_checkpoint_type()."
+        decoded = _decode_value(encoded, allowed | frozenset(_REGISTERED_CHECKPOINT_TYPE_KEYS))
+    except _Tampered as exc:
+        raise CheckpointRefusedError(
+            f"Checkpoint {checkpoint_id!r} was refused, nothing in it was run: {exc}. The item "
+            "was written outside this storage; restore it from a trusted copy or delete it."
         ) from exc
-    except Exception as exc:  # a damaged envelope can fail in many ways inside the decoder
-        raise WorkflowCheckpointException(
+    except pickle.UnpicklingError as exc:
+        raise CheckpointDecodeError(
+            f"Checkpoint {checkpoint_id!r} was refused: {exc}. If the type is yours and trusted, "
+            "pass it in allowed_checkpoint_types=[...] or register it with "
+            "agent_framework.register_checkpoint_type()."
+        ) from exc
+    except Exception as exc:  # a damaged envelope can fail in many ways inside pickle
+        raise CheckpointDecodeError(
             f"Checkpoint {checkpoint_id!r} cannot be decoded: {type(exc).__name__}: {exc}"
         ) from exc
     if not isinstance(decoded, dict):
-        raise WorkflowCheckpointException(
+        raise CheckpointDecodeError(
             f"Checkpoint {checkpoint_id!r} is stored as {type(decoded).__name__}, not a checkpoint"
         )
     try:
         checkpoint = WorkflowCheckpoint.from_dict(decoded)
-    except WorkflowCheckpointException as exc:
-        raise WorkflowCheckpointException(f"Checkpoint {checkpoint_id!r}: {exc}") from exc
+    except Exception as exc:
+        raise CheckpointDecodeError(
+            f"Checkpoint {checkpoint_id!r} is not a checkpoint record: {type(exc).__name__}: {exc}"
+        ) from exc
     if checkpoint.checkpoint_id != checkpoint_id:
-        raise WorkflowCheckpointException(
+        raise CheckpointDecodeError(
             f"Checkpoint {checkpoint_id!r} holds checkpoint {checkpoint.checkpoint_id!r}; "
             "the item was changed outside this storage"
         )

@@ -33,9 +33,11 @@ from foundry_checkpoint._core import CheckpointCore, LocalBackend, Scope, newest
 from foundry_checkpoint._lifecycle import CoreOwner
 from foundry_checkpoint._naming import check_identifier, escape, item_key, tag_value, unescape
 from foundry_checkpoint._protocol import ItemKey
-from foundry_checkpoint.errors import FoundryCheckpointError
+from foundry_checkpoint.errors import CorruptPayloadError, FoundryCheckpointError
 
 from ._payload import (
+    CheckpointDecodeError,
+    CheckpointRefusedError,
     decode_payload,
     encode_payload,
     payload_hash,
@@ -349,8 +351,10 @@ class FoundryCheckpointStorage(CoreOwner):
     async def list_checkpoints(self, *, workflow_name: str) -> list[WorkflowCheckpoint]:
         """New copies of every checkpoint of ``workflow_name`` in this context, oldest first.
 
-        A checkpoint that cannot be decoded is left out and logged at error level (``load``
-        of its id raises).
+        A damaged checkpoint is left out and logged at error level (``load`` of its id
+        raises); one naming a class outside the allow-list raises
+        :class:`~foundry_checkpoint_maf._payload.CheckpointRefusedError` (a
+        ``WorkflowCheckpointException``), since that is a sign of tampering.
         """
         workflow_name = _checked_workflow_name(workflow_name)
         found = await self._run(self._read_all(workflow_name))
@@ -360,6 +364,8 @@ class FoundryCheckpointStorage(CoreOwner):
                 checkpoint = decode_payload(
                     payload, allowed=self._allowed, checkpoint_id=checkpoint_id
                 )
+            except CheckpointRefusedError:
+                raise
             except WorkflowCheckpointException as exc:
                 logger.error("list_checkpoints skips a checkpoint: %s", exc)
                 continue
@@ -456,7 +462,8 @@ class FoundryCheckpointStorage(CoreOwner):
         try:
             return await scope.decode(value, key=key)
         except FoundryCheckpointError as exc:
-            raise WorkflowCheckpointException(
+            typed = isinstance(exc, CorruptPayloadError)
+            raise (CheckpointDecodeError if typed else WorkflowCheckpointException)(
                 f"Checkpoint {checkpoint_id!r} in context {self._context_id!r} cannot be read: "
                 f"{exc}"
             ) from exc
