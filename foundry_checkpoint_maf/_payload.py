@@ -64,6 +64,7 @@ __all__ = [
 
 TS_WIDTH: Final = 20
 _EPOCH: Final = datetime(1970, 1, 1, tzinfo=timezone.utc)
+_NEGATIVE_BASE: Final = 10 ** (TS_WIDTH - 1)  # more than the microseconds from year 1 to 1970
 
 
 def type_keys(types: Iterable[type | str] | None) -> frozenset[str]:
@@ -379,11 +380,15 @@ def sortable_timestamp(timestamp: str, checkpoint_id: str) -> str:
     """``timestamp`` (ISO 8601) as zero-padded UTC microseconds since the epoch.
 
     Naive timestamps are read as UTC. Strings of equal width sort like the instants they stand
-    for, so the tag orders checkpoints without reading them.
+    for, so the tag orders checkpoints without reading them. An instant before 1970 is ``-``
+    followed by ``10**19`` plus its (negative) microseconds: ``-`` sorts before every digit,
+    and a more negative offset gives a smaller number, so the order holds across the epoch.
 
     Example:
         >>> sortable_timestamp("1970-01-01T00:00:01.5+00:00", "cp")
         '00000000000001500000'
+        >>> sortable_timestamp("1969-12-31T23:59:59+00:00", "cp")
+        '-9999999999999000000'
     """
     text = timestamp
     if isinstance(text, str) and text.endswith(("Z", "z")):  # fromisoformat of 3.10 wants +00:00
@@ -400,7 +405,5 @@ def sortable_timestamp(timestamp: str, checkpoint_id: str) -> str:
     delta = moment - _EPOCH
     micros = (delta.days * 86_400 + delta.seconds) * 1_000_000 + delta.microseconds
     if micros < 0:
-        raise WorkflowCheckpointException(
-            f"Checkpoint {checkpoint_id!r} has timestamp {timestamp!r}, before 1970; not stored"
-        )
+        return f"-{_NEGATIVE_BASE + micros:0{TS_WIDTH - 1}d}"
     return f"{micros:0{TS_WIDTH}d}"

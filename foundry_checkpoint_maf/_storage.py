@@ -31,7 +31,7 @@ from azure.ai.agentserver.core.storage import DEFAULT_ITEM_TTL_SECONDS
 from foundry_checkpoint import _codec
 from foundry_checkpoint._core import CheckpointCore, LocalBackend, Scope, newest_second
 from foundry_checkpoint._lifecycle import CoreOwner
-from foundry_checkpoint._naming import check_identifier, escape, item_key, tag_value, unescape
+from foundry_checkpoint._naming import check_identifier, item_key, tag_value, unescape
 from foundry_checkpoint._protocol import ItemKey
 from foundry_checkpoint.errors import CorruptPayloadError, FoundryCheckpointError
 
@@ -136,14 +136,6 @@ def _oldest_first(keys: Iterable[ItemKey]) -> list[ItemKey]:
         listed,
         key=lambda k: (_tags_of(k).get(_TAG_TS, ""), _depth(k), _second(k.created_at), k.key),
     )
-
-
-def _id_from_tag(tag: str) -> str | None:
-    """The checkpoint id an ``id`` tag spells, or None when it was hashed (or is not ours)."""
-    if not tag or tag.startswith("!") or tag == _EMPTY_TAG:
-        return None
-    full = unescape(tag)
-    return full if full is not None and escape(full) == tag else None
 
 
 def _checked_checkpoint_id(checkpoint_id: object) -> str:
@@ -351,27 +343,37 @@ class FoundryCheckpointStorage(CoreOwner):
     async def list_checkpoints(self, *, workflow_name: str) -> list[WorkflowCheckpoint]:
         """New copies of every checkpoint of ``workflow_name`` in this context, oldest first.
 
-        A damaged checkpoint is left out and logged at error level (``load`` of its id
-        raises); one naming a class outside the allow-list raises
+        A checkpoint that cannot be read or decoded (damaged, or holding a type outside
+        ``allowed_checkpoint_types``, for example after the context is reopened with a narrower
+        list) is left out and logged at error level; ``load`` of its id raises.
+        :meth:`list_checkpoint_ids` and :meth:`get_latest` skip the same checkpoints, as MAF's
+        ``FileCheckpointStorage`` does. One naming a class no encoder writes raises
         :class:`~foundry_checkpoint_maf._payload.CheckpointRefusedError` (a
         ``WorkflowCheckpointException``), since that is a sign of tampering.
         """
         workflow_name = _checked_workflow_name(workflow_name)
-        found = await self._run(self._read_all(workflow_name))
+        return await self._decodable(workflow_name, "list_checkpoints")
+
+    async def _decodable(self, workflow_name: str, caller: str) -> list[WorkflowCheckpoint]:
+        """Every checkpoint of ``workflow_name`` that decodes, oldest first; the rest logged."""
+        found = await self._run(self._read_all(workflow_name, caller))
         out: list[WorkflowCheckpoint] = []
         for checkpoint_id, payload in found:
-            try:
-                checkpoint = decode_payload(
-                    payload, allowed=self._allowed, checkpoint_id=checkpoint_id
-                )
-            except CheckpointRefusedError:
-                raise
-            except WorkflowCheckpointException as exc:
-                logger.error("list_checkpoints skips a checkpoint: %s", exc)
-                continue
-            if checkpoint.workflow_name == workflow_name:
+            checkpoint = self._decode_or_skip(payload, checkpoint_id, caller)
+            if checkpoint is not None and checkpoint.workflow_name == workflow_name:
                 out.append(checkpoint)
         return out
+
+    def _decode_or_skip(
+        self, payload: bytes, checkpoint_id: str, caller: str
+    ) -> WorkflowCheckpoint | None:
+        try:
+            return decode_payload(payload, allowed=self._allowed, checkpoint_id=checkpoint_id)
+        except CheckpointRefusedError:
+            raise  # tampering: never skipped quietly
+        except WorkflowCheckpointException as exc:
+            logger.error("%s skips checkpoint %s: %s", caller, checkpoint_id, exc)
+            return None
 
     async def delete(self, checkpoint_id: CheckpointID) -> bool:
         """Delete checkpoint ``checkpoint_id`` (and its spilled blob); False when absent."""
@@ -388,21 +390,37 @@ class FoundryCheckpointStorage(CoreOwner):
         the runner does; a checkpoint saved later with an older timestamp (a copied history)
         counts as newer here. Costs one key listing (plus one page per 100 checkpoints written
         within the newest second) and one item read, whatever the history.
+
+        When that checkpoint cannot be read or decoded (for example it holds a type outside
+        ``allowed_checkpoint_types``), it is logged and skipped, and the newest checkpoint that
+        decodes is returned (in :meth:`list_checkpoints` order), as MAF's
+        ``FileCheckpointStorage`` does; None when none decodes.
         """
         workflow_name = _checked_workflow_name(workflow_name)
-        found = await self._run(self._read_latest(workflow_name))
-        if found is None:
-            return None
-        checkpoint_id, payload = found
-        return decode_payload(payload, allowed=self._allowed, checkpoint_id=checkpoint_id)
+        try:
+            found = await self._run(self._read_latest(workflow_name))
+        except WorkflowCheckpointException as exc:
+            logger.error("get_latest skips a checkpoint: %s", exc)
+        else:
+            if found is None:
+                return None
+            checkpoint_id, payload = found
+            checkpoint = self._decode_or_skip(payload, checkpoint_id, "get_latest")
+            if checkpoint is not None and checkpoint.workflow_name == workflow_name:
+                return checkpoint
+        decodable = await self._decodable(workflow_name, "get_latest")
+        return decodable[-1] if decodable else None
 
     async def list_checkpoint_ids(self, *, workflow_name: str) -> list[CheckpointID]:
         """The ids of every checkpoint of ``workflow_name`` in this context, oldest first.
 
-        Read from keys and tags only (no checkpoint is decoded).
+        The ids of :meth:`list_checkpoints`: a checkpoint that cannot be read or decoded under
+        ``allowed_checkpoint_types`` is left out (and logged), as in MAF's
+        ``FileCheckpointStorage``, so every id listed loads. This reads every checkpoint.
         """
         workflow_name = _checked_workflow_name(workflow_name)
-        return await self._run(self._ids(workflow_name))
+        checkpoints = await self._decodable(workflow_name, "list_checkpoint_ids")
+        return [checkpoint.checkpoint_id for checkpoint in checkpoints]
 
     # -- helpers on the caller's side -------------------------------------------------------
     def _prepare(
@@ -473,8 +491,10 @@ class FoundryCheckpointStorage(CoreOwner):
         key = item_key(_KEY_WORD, checkpoint_id)
         item = await scope.store.get_item(key)
         if item is None:
+            # MAF's own wording first (code matches on it), then where this store looked.
             raise WorkflowCheckpointException(
-                f"No checkpoint found with ID {checkpoint_id!r} in context {self._context_id!r}"
+                f"No checkpoint found with ID {checkpoint_id} (context {self._context_id!r} of "
+                f"store {scope.name!r})"
             )
         return await self._payload(scope, key, item.value, checkpoint_id)
 
@@ -500,7 +520,7 @@ class FoundryCheckpointStorage(CoreOwner):
             return full
         return unescape(_tags_of(key).get(_TAG_ID, "")) or ""
 
-    async def _read_all(self, workflow_name: str) -> list[tuple[str, bytes]]:
+    async def _read_all(self, workflow_name: str, caller: str) -> list[tuple[str, bytes]]:
         scope = await self._scope()
         keys = _oldest_first(await scope.keys(self._filter(workflow_name)))
         gate = asyncio.Semaphore(_READ_CONCURRENCY)
@@ -516,24 +536,11 @@ class FoundryCheckpointStorage(CoreOwner):
                         scope, key.key, item.value, checkpoint_id
                     )
                 except WorkflowCheckpointException as exc:
-                    logger.error("list_checkpoints skips a checkpoint: %s", exc)
+                    logger.error("%s skips a checkpoint: %s", caller, exc)
                     return None
 
         results = await asyncio.gather(*(_one(k) for k in keys))
         return [r for r in results if r is not None]
-
-    async def _ids(self, workflow_name: str) -> list[str]:
-        scope = await self._scope()
-        ids: list[str] = []
-        for key in _oldest_first(await scope.keys(self._filter(workflow_name))):
-            from_tag = _id_from_tag(_tags_of(key).get(_TAG_ID, ""))
-            if from_tag is not None:
-                ids.append(from_tag)
-                continue
-            item = await scope.store.get_item(key.key)  # the id tag was hashed: read the full id
-            if item is not None:
-                ids.append(self._id_from(key, item.value))
-        return ids
 
     async def _delete(self, checkpoint_id: str) -> bool:
         scope = await self._scope()

@@ -214,9 +214,10 @@ async def test_no_store_round_trip_per_call(
         store_env.emulator.reset_counts()
     for _ in range(3):
         await storage.load_with_hash((await storage.list_checkpoint_ids(workflow_name=WF))[0])
-    assert counting.calls == Counter({"list_keys": 3, "get_item": 3})
+    # list_checkpoint_ids reads the checkpoint to check it decodes; load reads it again.
+    assert counting.calls == Counter({"list_keys": 3, "get_item": 6})
     if store_env.emulator is not None:
-        assert sum(store_env.emulator.requests.values()) == 6
+        assert sum(store_env.emulator.requests.values()) == 9
 
 
 # -- safety -----------------------------------------------------------------------------------
@@ -249,9 +250,85 @@ async def test_disallowed_type_refused_at_load(make_storage: MakeStorage) -> Non
     with pytest.raises(WorkflowCheckpointException, match=cp.checkpoint_id) as caught:
         await strict.load(cp.checkpoint_id)
     assert "Secret" in str(caught.value)
-    with pytest.raises(WorkflowCheckpointException, match=cp.checkpoint_id):
-        await strict.get_latest(workflow_name=WF)
+    assert await strict.get_latest(workflow_name=WF) is None
     assert await strict.list_checkpoints(workflow_name=WF) == []
+    assert await strict.list_checkpoint_ids(workflow_name=WF) == []
+
+
+async def test_undecodable_checkpoints_are_skipped_alike_by_lists_and_latest(
+    make_storage: MakeStorage, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Reopened with a narrower allow-list: both lists and get_latest skip the same checkpoints
+    (MAF's FileCheckpointStorage since #8181), get_latest falls back to the newest that decodes,
+    and every skip is logged with the checkpoint id."""
+    permissive = make_storage(allowed_checkpoint_types=[Secret])
+    plain = _chain(2)
+    for cp in plain:
+        await permissive.save(cp)
+    hidden = [
+        _cp(previous_checkpoint_id=plain[-1].checkpoint_id, state={"x": Secret("a")}),
+        _cp(state={"x": Secret("b")}),  # newest by timestamp, also undecodable
+    ]
+    hidden[1].previous_checkpoint_id = hidden[0].checkpoint_id
+    for cp in hidden:
+        await permissive.save(cp)
+    assert len(await permissive.list_checkpoint_ids(workflow_name=WF)) == 4
+
+    strict = make_storage()
+    with caplog.at_level(logging.ERROR, logger="foundry_checkpoint_maf"):
+        ids = await strict.list_checkpoint_ids(workflow_name=WF)
+        listed = await strict.list_checkpoints(workflow_name=WF)
+        latest = await strict.get_latest(workflow_name=WF)
+    wanted = [cp.checkpoint_id for cp in plain]
+    assert ids == wanted
+    assert [cp.checkpoint_id for cp in listed] == wanted
+    assert latest is not None and latest.checkpoint_id == plain[-1].checkpoint_id
+    logged = " ".join(r.getMessage() for r in caplog.records)
+    for caller in ("list_checkpoint_ids", "list_checkpoints", "get_latest"):
+        assert caller in logged
+    assert all(cp.checkpoint_id in logged for cp in hidden)
+    for cp_id in ids:  # every id listed loads
+        assert (await strict.load(cp_id)).checkpoint_id == cp_id
+
+
+async def test_missing_checkpoint_message_uses_maf_wording(
+    storage: FoundryCheckpointStorage,
+) -> None:
+    # MAF's runner tests match this text; the context follows it.
+    with pytest.raises(WorkflowCheckpointException) as caught:
+        await storage.load("nonexistent_checkpoint_id")
+    message = str(caught.value)
+    assert message.startswith("No checkpoint found with ID nonexistent_checkpoint_id")
+    assert "conv-42" in message
+
+
+@pytest.mark.parametrize(
+    "timestamps",
+    [
+        ["1969-12-31T23:59:59.000001+00:00", "1970-01-01T00:00:00+00:00"],
+        ["0001-01-01T00:00:00+00:00", "1900-06-01T12:00:00+00:00", "2025-01-01T00:00:00+00:00"],
+    ],
+)
+async def test_timestamps_before_1970_round_trip(
+    make_storage: MakeStorage, timestamps: list[str]
+) -> None:
+    storage = make_storage()
+    saved: list[WorkflowCheckpoint] = []
+    for ts in reversed(timestamps):  # saved newest first: only the timestamps order them
+        cp = _cp(timestamp=ts)
+        await storage.save(cp)
+        saved.append(cp)
+    fresh = make_storage()
+    for cp in saved:
+        assert await fresh.load(cp.checkpoint_id) == cp
+    listed = await fresh.list_checkpoints(workflow_name=WF)
+    assert [cp.timestamp for cp in listed] == timestamps
+    # Saved in time order (as the runner does), the newest is the latest.
+    ordered = make_storage("conv-ordered")
+    for ts in timestamps:
+        await ordered.save(_cp(timestamp=ts))
+    latest = await ordered.get_latest(workflow_name=WF)
+    assert latest is not None and latest.timestamp == timestamps[-1]
 
 
 async def test_allowed_types_as_strings(make_storage: MakeStorage) -> None:
