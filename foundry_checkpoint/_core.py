@@ -4,6 +4,34 @@ An adapter owns one :class:`CheckpointCore`. It maps a scope (a LangGraph thread
 context id) to one store under the adapter's prefix, opens each store once per process with
 ``user_isolation=True`` (refusing an existing store without it), keeps the spill namespace of
 each (user, scope) in that user's own isolated store, and runs all I/O on a private loop.
+
+**One object, many end users.** A Foundry-hosted agent is one process serving many users; the
+platform says whose request it is through the request context
+(``azure.ai.agentserver.core.get_request_context()``: the call id, which the SDK forwards on
+every store call and the service resolves to the caller's isolation partition, and the user
+id). So everything the core remembers between calls that depends on the partition (the spill
+namespace and TTL touch of a scope, index registration) and the adapters' own caches (the
+LangGraph saver's heads) are keyed by :func:`user_key`, the one rule for "who is this call for":
+
+1. the adapter's explicit ``user_id=``, if given;
+2. else the request context's ``user_id`` (``x-agent-user-id``);
+3. else the request context's ``call_id``: the caller is known only to the service, so nothing
+   is reused beyond that one request;
+4. else the process's own identity (the credential's user in hosted mode; ``"local"`` or
+   ``user_id`` in local mode).
+
+In the embedded local store the same rule picks the partition (explicit ``user_id``, else the
+request context's ``user_id``, else ``"local"``), so a host run on a laptop isolates its users
+too.
+
+**Bounded resources.** In hosted mode a core holds one credential (the one passed, or one
+``DefaultAzureCredential`` created on first use and closed by ``close()``), one HTTP session and
+transport shared by every store client (with or without ``connection_verify``), at most
+:data:`MAX_OPEN_STORES` store clients (least recently used first out; a client holds no
+connection of its own, so dropping one releases nothing but memory) and at most
+:data:`MAX_SCOPES` per-(user, scope) entries. Descriptors and memory stay flat however many
+threads a process serves. Reads of a scope whose store does not exist do not create it (one
+store GET); the first write does.
 """
 
 from __future__ import annotations
@@ -12,25 +40,33 @@ import asyncio
 import os
 import secrets
 import time
-from collections.abc import Awaitable, Callable, Coroutine, Mapping
+from collections import OrderedDict
+from collections.abc import Awaitable, Callable, Coroutine, Hashable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Final, Literal, TypeVar
+from typing import TYPE_CHECKING, Any, Final, Generic, Literal, TypeVar, overload
 
+from azure.ai.agentserver.core import get_request_context
 from azure.ai.agentserver.core.storage import (
     DEFAULT_ITEM_TTL_SECONDS,
     FoundryStateStore,
     FoundryStorageConflictError,
+    FoundryStorageNotFoundError,
     JSONObject,
 )
 from azure.core.exceptions import ServiceRequestError, ServiceResponseError
 
 from . import _codec
-from ._local_store import default_state_root
+from ._local_store import DEFAULT_USER, default_state_root
 from ._loop import LoopThread
 from ._naming import check_identifier, item_key, store_name, validate_prefix
 from ._protocol import ItemKey, StateStoreLike
-from .errors import CheckpointTooLargeError, InvalidIdentifierError, IsolationRefusedError
+from .errors import (
+    CheckpointTooLargeError,
+    FoundryCheckpointError,
+    InvalidIdentifierError,
+    IsolationRefusedError,
+)
 
 if TYPE_CHECKING:
     from azure.core.credentials_async import AsyncTokenCredential
@@ -38,18 +74,24 @@ if TYPE_CHECKING:
     from .spill import SpillStore
 
 __all__ = [
+    "MAX_OPEN_STORES",
+    "MAX_SCOPES",
     "BackendKind",
     "CheckpointCore",
     "GcReport",
     "LocalBackend",
+    "Lru",
     "Scope",
     "all_keys",
     "create_item",
     "hosted",
     "newest_second",
+    "user_key",
 ]
 
 T = TypeVar("T")
+K = TypeVar("K", bound=Hashable)
+V = TypeVar("V")
 LocalBackend = Literal["sqlite", "sdk"]
 BackendKind = Literal["local-sqlite", "local-sdk", "hosted"]
 
@@ -61,6 +103,92 @@ _PAGE: Final = 100
 _FIRST_PAGE: Final = 10
 _TRANSPORT_ATTEMPTS: Final = 4
 DEFAULT_GC_GRACE_SECONDS: Final = 24 * 3600
+#: Store clients a core keeps open at most (least recently used first out).
+MAX_OPEN_STORES: Final = 256
+#: Per-(user, scope) entries (spill namespace, TTL touch, index registration) a core keeps.
+MAX_SCOPES: Final = 2048
+_SELF: Final = "self"
+
+
+def user_key(explicit: str | None = None) -> str:
+    """Who the current call is for, as a cache key: the one rule every cache uses.
+
+    ``explicit`` (the adapter's ``user_id=``) if given; else the request context's user id;
+    else its call id (the caller is known only to the service: no reuse across requests); else
+    the process's own identity.
+
+    Example:
+        >>> from azure.ai.agentserver.core import (
+        ...     FoundryAgentRequestContext, reset_request_context, set_request_context)
+        >>> user_key(), user_key("ann")
+        ('self', 'user:ann')
+        >>> token = set_request_context(FoundryAgentRequestContext(call_id="c-1"))
+        >>> user_key()
+        'call:c-1'
+        >>> reset_request_context(token)
+    """
+    if explicit is not None:
+        return f"user:{explicit}"
+    context = get_request_context()
+    if context.user_id:
+        return f"user:{context.user_id}"
+    if context.call_id:
+        return f"call:{context.call_id}"
+    return _SELF
+
+
+def _local_partition(explicit: str | None) -> str:
+    """The embedded store's partition: ``user_id=``, else the request's user id, else local."""
+    if explicit is not None:
+        return explicit
+    return get_request_context().user_id or DEFAULT_USER
+
+
+class Lru(Generic[K, V]):
+    """A mapping that keeps at most ``bound`` entries, dropping the least recently used.
+
+    Example:
+        >>> cache: Lru[str, int] = Lru(2)
+        >>> cache.put("a", 1); cache.put("b", 2); cache.get("a"); cache.put("c", 3)
+        1
+        >>> cache.get("b") is None, len(cache)
+        (True, 2)
+    """
+
+    def __init__(self, bound: int) -> None:
+        if bound < 1:
+            raise ValueError(f"bound must be positive, got {bound}")
+        self.bound = bound
+        self._data: OrderedDict[K, V] = OrderedDict()
+
+    def get(self, key: K) -> V | None:
+        """The value of ``key`` (now the most recently used), or None."""
+        value = self._data.get(key)
+        if value is not None:
+            self._data.move_to_end(key)
+        return value
+
+    def put(self, key: K, value: V) -> None:
+        """Set ``key``; drops the least recently used entry beyond the bound."""
+        self._data[key] = value
+        self._data.move_to_end(key)
+        while len(self._data) > self.bound:
+            self._data.popitem(last=False)
+
+    def pop(self, key: K) -> V | None:
+        """Remove ``key``; its value, or None."""
+        return self._data.pop(key, None)
+
+    def values(self) -> list[V]:
+        """Every value, least recently used first."""
+        return list(self._data.values())
+
+    def clear(self) -> None:
+        """Remove everything."""
+        self._data.clear()
+
+    def __len__(self) -> int:
+        return len(self._data)
 
 
 @dataclass
@@ -89,14 +217,23 @@ def hosted() -> bool:
 class Scope:
     """One scope's store, its spill namespace, and the codec bound to both.
 
-    Adapters keep item keys out of the ``m/`` family, which the core reserves for its own
-    metadata (the spill namespace item).
+    A scope belongs to one user (``user``, a :func:`user_key`): what it remembers (the spill
+    namespace, when it last refreshed the TTL) came from that user's partition. Adapters keep
+    item keys out of the ``m/`` family, which the core reserves for its own metadata (the
+    spill namespace item).
     """
 
-    def __init__(self, core: CheckpointCore, scope_id: str | None, store: StateStoreLike) -> None:
+    def __init__(
+        self,
+        core: CheckpointCore,
+        scope_id: str | None,
+        store: StateStoreLike,
+        user: str = _SELF,
+    ) -> None:
         self.core = core
         self.scope_id = scope_id
         self.store = store
+        self.user = user
         self._namespace: str | None = None
         self._touched = 0.0
         self._lock = asyncio.Lock()
@@ -308,11 +445,13 @@ class CheckpointCore:
             spill if spill is not None else _default_spill(self.kind, root)
         )
         self._loop = LoopThread(f"foundry-checkpoint-{self.prefix}")
-        self._scopes: dict[str | None, Scope] = {}
-        self._stores: dict[str, StateStoreLike] = {}
-        self._opening: dict[str, asyncio.Future[StateStoreLike]] = {}
-        self._registered: dict[str | None, float] = {}
-        self._sessions: list[Any] = []
+        self._scopes: Lru[tuple[str, str | None], Scope] = Lru(MAX_SCOPES)
+        self._stores: Lru[tuple[str, str], StateStoreLike] = Lru(MAX_OPEN_STORES)
+        self._opening: dict[tuple[str, str], asyncio.Future[StateStoreLike | None]] = {}
+        self._registered: Lru[tuple[str, str | None], float] = Lru(MAX_SCOPES)
+        self._owned_credential: AsyncTokenCredential | None = None
+        self._session: Any = None
+        self._transport: Any = None
 
     def describe(self) -> str:
         """``kind`` and where the data lives, for ``repr()``."""
@@ -337,16 +476,30 @@ class CheckpointCore:
             await asyncio.to_thread(self.close)
 
     async def _aclose_clients(self) -> None:
-        stores, self._stores, self._scopes = list(self._stores.values()), {}, {}
+        stores = self._stores.values()
+        self._stores.clear()
+        self._scopes.clear()
         self._opening.clear()
         self._registered.clear()
         for store in stores:
             await store.aclose()
-        sessions, self._sessions = self._sessions, []
-        for session in sessions:
+        session, self._session, self._transport = self._session, None, None
+        if session is not None:
             await session.close()
+        credential, self._owned_credential = self._owned_credential, None
+        if credential is not None:
+            await credential.close()
         if self.spill is not None:
             await self.spill.aclose()
+
+    # -- who a call is for --------------------------------------------------------------------
+    def user_key(self) -> str:
+        """:func:`user_key` for this core's explicit ``user_id`` (call on the private loop)."""
+        return user_key(self._user_id)
+
+    def _partition(self) -> str:
+        """The client-cache partition: the embedded store binds a user; the others do not."""
+        return _local_partition(self._user_id) if self.kind == "local-sqlite" else ""
 
     # -- stores (call on the private loop) --------------------------------------------------
     def name_for(self, scope_id: str | None) -> str:
@@ -355,38 +508,65 @@ class CheckpointCore:
             return store_name(self.prefix, "default")
         return store_name(self.prefix, "t", check_identifier(scope_id, self.scope_word))
 
-    async def scope(self, scope_id: str | None) -> Scope:
-        """The :class:`Scope` of ``scope_id``, opening its store on first use."""
-        found = self._scopes.get(scope_id)
+    @overload
+    async def scope(self, scope_id: str | None) -> Scope: ...
+    @overload
+    async def scope(self, scope_id: str | None, *, create: Literal[True]) -> Scope: ...
+    @overload
+    async def scope(self, scope_id: str | None, *, create: bool) -> Scope | None: ...
+
+    async def scope(self, scope_id: str | None, *, create: bool = True) -> Scope | None:
+        """The current user's :class:`Scope` of ``scope_id``, opening its store on first use.
+
+        With ``create=False`` (reads) a store that does not exist is not created: None.
+        """
+        user = self.user_key()
+        key = (user, scope_id)
+        found = self._scopes.get(key)
         if found is None:
-            store = await self.open(self.name_for(scope_id))
-            found = self._scopes.setdefault(scope_id, Scope(self, scope_id, store))
+            store = await self.open(self.name_for(scope_id), create=create)
+            if store is None:
+                return None
+            found = self._scopes.get(key)
+            if found is None:
+                found = Scope(self, scope_id, store, user)
+                self._scopes.put(key, found)
         return found
 
-    async def index(self) -> StateStoreLike:
-        """The store that lists this user's scopes under the prefix."""
-        return await self.open(store_name(self.prefix, "index"))
+    @overload
+    async def index(self) -> StateStoreLike: ...
+    @overload
+    async def index(self, *, create: bool) -> StateStoreLike | None: ...
+
+    async def index(self, *, create: bool = True) -> StateStoreLike | None:
+        """The store that lists this user's scopes under the prefix (None: absent, not created)."""
+        return await self.open(store_name(self.prefix, "index"), create=create)
 
     async def register(self, scope_id: str | None) -> None:
-        """Record ``scope_id`` in the index (refreshing its TTL); cheap after the first call."""
+        """Record ``scope_id`` in the current user's index (refreshing its TTL); cheap after the
+        first call per user."""
         ttl = self.item_ttl_seconds
-        last = self._registered.get(scope_id)
+        key = (self.user_key(), scope_id)
+        last = self._registered.get(key)
         now = time.monotonic()
         if last is not None and (ttl == -1 or now - last < ttl / 4):
             return
         index = await self.index()
         await index.set_item(_index_key(scope_id), {"id": scope_id}, tags=_INDEX_TAGS)
-        self._registered[scope_id] = now
+        self._registered.put(key, now)
 
     async def unregister(self, scope_id: str | None) -> None:
-        """Remove ``scope_id`` from the index."""
-        index = await self.index()
-        await index.delete_item(_index_key(scope_id))
-        self._registered.pop(scope_id, None)
+        """Remove ``scope_id`` from the current user's index."""
+        self._registered.pop((self.user_key(), scope_id))
+        index = await self.index(create=False)
+        if index is not None:
+            await index.delete_item(_index_key(scope_id))
 
     async def scope_ids(self) -> list[str | None]:
         """Every scope id recorded in this user's index (None stands for the default store)."""
-        index = await self.index()
+        index = await self.index(create=False)
+        if index is None:
+            return []
         ids: list[str | None] = []
         for key in await all_keys(index, _INDEX_TAGS):
             item = await index.get_item(key.key)
@@ -395,32 +575,57 @@ class CheckpointCore:
                 ids.append(scope_id if isinstance(scope_id, str) else None)
         return ids
 
-    async def open(self, name: str) -> StateStoreLike:
-        """Open (get or create) the store ``name`` once per core, isolated, and cache it."""
-        store = self._stores.get(name)
-        if store is not None:
-            return store
-        pending = self._opening.get(name)
-        if pending is None:
-            pending = asyncio.get_running_loop().create_future()
-            self._opening[name] = pending
-            try:
-                store = await self._open_checked(name)
-            except BaseException as exc:
-                del self._opening[name]
-                pending.set_exception(exc)
-                pending.exception()  # mark retrieved
-                raise
-            self._stores[name] = store
-            del self._opening[name]
-            pending.set_result(store)
-            return store
-        return await asyncio.shield(pending)
+    @overload
+    async def open(self, name: str) -> StateStoreLike: ...
+    @overload
+    async def open(self, name: str, *, create: bool) -> StateStoreLike | None: ...
 
-    async def _open_checked(self, name: str) -> StateStoreLike:
-        store = await self._open_raw(name)
+    async def open(self, name: str, *, create: bool = True) -> StateStoreLike | None:
+        """Open the store ``name`` once per core, isolated, and cache the client.
+
+        ``create=True`` gets or creates it; ``create=False`` only looks (one store GET) and
+        answers None when it does not exist, caching nothing.
+        """
+        key = (name, self._partition())
+        while True:
+            store = self._stores.get(key)
+            if store is not None:
+                return store
+            pending = self._opening.get(key)
+            if pending is None:
+                break
+            opened = await asyncio.shield(pending)
+            if opened is not None or not create:
+                return opened
+        pending = asyncio.get_running_loop().create_future()
+        self._opening[key] = pending
         try:
-            descriptor = await store.get()
+            store = await self._open_checked(name, key[1], create=create)
+        except BaseException as exc:
+            del self._opening[key]
+            pending.set_exception(exc)
+            pending.exception()  # mark retrieved
+            raise
+        if store is not None:
+            self._stores.put(key, store)
+        del self._opening[key]
+        pending.set_result(store)
+        return store
+
+    async def _open_checked(
+        self, name: str, partition: str, *, create: bool
+    ) -> StateStoreLike | None:
+        store = await self._open_raw(name, partition, create=create)
+        if store is None:
+            return None
+        try:
+            try:
+                descriptor = await store.get()
+            except FoundryStorageNotFoundError:
+                if create:
+                    raise
+                await store.aclose()
+                return None
             if not descriptor.user_isolation:
                 raise IsolationRefusedError(
                     f"store {name!r} exists without user_isolation, so every end user could read "
@@ -432,28 +637,44 @@ class CheckpointCore:
             raise
         return store
 
-    async def _open_raw(self, name: str) -> StateStoreLike:
+    async def _open_raw(self, name: str, partition: str, *, create: bool) -> StateStoreLike | None:
+        """A client of ``name``; created first only when ``create`` (else checked by GET)."""
         if self.kind == "local-sqlite":
             from ._local_store import EngineStore, default_engine
 
+            if not create:
+                return EngineStore(default_engine(), name, user=partition)
             return await EngineStore.get_or_create(
                 default_engine(),
                 name,
                 user_isolation=True,
                 item_ttl_seconds=self.item_ttl_seconds,
-                user=self._user_id or "local",
+                user=partition,
             )
         if self.kind == "local-sdk":
             from ._sdk_local import LockedSdkStore
 
+            if not create and not LockedSdkStore.exists(name):
+                return None
             return await LockedSdkStore.get_or_create(
                 name, user_isolation=True, item_ttl_seconds=self.item_ttl_seconds
             )
         kwargs = self._pipeline_kwargs()
+        credential = self._client_credential()
+        if not create:
+            return FoundryStateStore(
+                name,
+                credential,
+                self._endpoint,
+                user_isolation=True,
+                item_ttl_seconds=self.item_ttl_seconds,
+                user_id=self._user_id,
+                **kwargs,
+            )
         return await _transport_retried(
             lambda: FoundryStateStore.get_or_create(
                 name,
-                self._credential,
+                credential,
                 self._endpoint,
                 user_isolation=True,
                 item_ttl_seconds=self.item_ttl_seconds,
@@ -462,30 +683,74 @@ class CheckpointCore:
             )
         )
 
-    def _pipeline_kwargs(self) -> dict[str, Any]:
-        """The client keyword arguments, with a CA-file ``connection_verify`` made reusable.
+    def _client_credential(self) -> AsyncTokenCredential:
+        """The one credential every hosted client of this core uses.
 
-        azure-core turns a CA-file path into a new SSL context on every request, so aiohttp
-        opens (and keeps) a new TLS connection per request. One SSL context on one shared
-        session per core keeps connections reused, as with the default verification.
+        The one passed in, else one ``DefaultAzureCredential`` created on first use and closed
+        by :meth:`close` (the SDK would build one per client: one per thread served).
+        """
+        if self._credential is not None:
+            return self._credential
+        if self._owned_credential is None:
+            try:
+                from azure.identity.aio import DefaultAzureCredential
+            except ImportError as exc:  # pragma: no cover - azure-identity is a dependency
+                raise FoundryCheckpointError(
+                    "hosted mode without credential= uses DefaultAzureCredential: install "
+                    "azure-identity, or pass an async credential"
+                ) from exc
+            self._owned_credential = DefaultAzureCredential()
+        return self._owned_credential
+
+    def _pipeline_kwargs(self) -> dict[str, Any]:
+        """The client keyword arguments, with one transport shared by every client of the core.
+
+        Left to itself each ``FoundryStateStore`` builds its own aiohttp session (a connection
+        pool per store: descriptors grow with the threads served), and azure-core turns a CA-file
+        ``connection_verify`` into a new SSL context per request (a new TLS connection each
+        time). So the core makes one session, with one SSL context built from
+        ``connection_verify``/``connection_cert``, and hands every client the same transport,
+        which it does not own: closing a client leaves it open; :meth:`close` closes it. A
+        ``transport=`` passed by the caller is used as given.
         """
         kwargs = dict(self._client_kwargs)
-        verify = kwargs.get("connection_verify")
-        if not isinstance(verify, str) or "transport" in kwargs:
+        if "transport" in kwargs:
             return kwargs
-        if not self._sessions:
+        if self._transport is None:
             import ssl
 
             import aiohttp
+            from azure.core.pipeline.transport import AioHttpTransport
 
-            context = ssl.create_default_context(cafile=verify)
-            self._sessions.append(
-                aiohttp.ClientSession(connector=aiohttp.TCPConnector(ssl=context))
+            verify = kwargs.get("connection_verify", True)
+            cert = kwargs.get("connection_cert")
+            context: ssl.SSLContext | bool
+            if verify is False and not cert:
+                context = False
+            else:
+                context = ssl.create_default_context(
+                    cafile=verify if isinstance(verify, str) else None
+                )
+                if verify is False:
+                    context.check_hostname = False
+                    context.verify_mode = ssl.CERT_NONE
+                if cert:
+                    context.load_cert_chain(*((cert,) if isinstance(cert, str) else cert))
+            self._session = aiohttp.ClientSession(
+                connector=aiohttp.TCPConnector(ssl=context),
+                trust_env=bool(kwargs.get("use_env_settings", True)),
+                cookie_jar=aiohttp.DummyCookieJar(),
+                auto_decompress=False,
             )
-        from azure.core.pipeline.transport import AioHttpTransport
-
-        del kwargs["connection_verify"]
-        kwargs["transport"] = AioHttpTransport(session=self._sessions[0], session_owner=False)
+            transport_kwargs = {
+                k: v for k, v in kwargs.items() if k not in ("connection_verify", "connection_cert")
+            }
+            self._transport = AioHttpTransport(
+                session=self._session, session_owner=False, **transport_kwargs
+            )
+        kwargs.pop("connection_verify", None)
+        kwargs.pop("connection_cert", None)
+        kwargs["transport"] = self._transport
         return kwargs
 
     async def gc(
@@ -509,7 +774,9 @@ class CheckpointCore:
         cutoff = time.time() - grace_seconds
         owned: set[str] = set()
         for scope_id in await self.scope_ids():
-            scope = await self.scope(scope_id)
+            scope = await self.scope(scope_id, create=False)
+            if scope is None:
+                continue
             report.scanned_scopes += 1
             ns = await scope.namespace(create=False)
             if ns is None:
@@ -535,8 +802,8 @@ class CheckpointCore:
         return report
 
     async def forget(self, scope_id: str | None) -> None:
-        """Drop a cached scope (its store client stays cached)."""
-        self._scopes.pop(scope_id, None)
+        """Drop the current user's cached scope (its store client stays cached)."""
+        self._scopes.pop((self.user_key(), scope_id))
 
 
 def _index_key(scope_id: str | None) -> str:

@@ -140,6 +140,7 @@ class _ListPlan:
     returned: int = 0
     done: bool = False
     writes_index: dict[str, dict[tuple[str, str], list[str]]] = field(default_factory=dict)
+    scopes: dict[str, Scope] = field(default_factory=dict)
 
 
 def _tags(key: ItemKey) -> Mapping[str, str]:
@@ -280,7 +281,8 @@ class FoundryCheckpointer(CoreOwner, BaseCheckpointSaver[str]):
             local_backend=local_backend,
             client_kwargs=client_kwargs,
         )
-        self._threads: OrderedDict[str, _ThreadState] = OrderedDict()
+        # (user key, thread id) -> what this process knows; see _core.user_key
+        self._threads: OrderedDict[tuple[str, str], _ThreadState] = OrderedDict()
 
     # -- lifecycle ------------------------------------------------------------------------------
     def __repr__(self) -> str:
@@ -452,14 +454,20 @@ class FoundryCheckpointer(CoreOwner, BaseCheckpointSaver[str]):
 
     # -- implementation (runs on the core's private loop) -------------------------------------
     def _state(self, thread_id: str) -> _ThreadState:
-        state = self._threads.get(thread_id)
+        """The current user's cached knowledge of ``thread_id`` (bounded, least recent out)."""
+        key = (self._core.user_key(), thread_id)
+        state = self._threads.get(key)
         if state is None:
-            state = self._threads[thread_id] = _ThreadState()
+            state = self._threads[key] = _ThreadState()
             while len(self._threads) > _THREAD_CACHE:
                 self._threads.popitem(last=False)
         else:
-            self._threads.move_to_end(thread_id)
+            self._threads.move_to_end(key)
         return state
+
+    def _drop_state(self, thread_id: str) -> None:
+        """Forget the current user's cached knowledge of ``thread_id``."""
+        self._threads.pop((self._core.user_key(), thread_id), None)
 
     async def _latest_key(self, scope: Scope, ns: str) -> ItemKey | None:
         """The key of the newest checkpoint of ``ns``, from keys and tags only.
@@ -487,7 +495,9 @@ class FoundryCheckpointer(CoreOwner, BaseCheckpointSaver[str]):
         conf = _configurable(config)
         ns = _namespace(conf)
         wanted = get_checkpoint_id(config)
-        scope = await self._core.scope(thread_id)
+        scope = await self._core.scope(thread_id, create=False)
+        if scope is None:
+            return None
         record: CheckpointRecord | None = None
         if wanted:
             record = await self._read_record(scope, checkpoint_key(ns, wanted))
@@ -636,7 +646,10 @@ class FoundryCheckpointer(CoreOwner, BaseCheckpointSaver[str]):
             plan.done = True
             return plan
         for thread_id in threads:
-            scope = await self._core.scope(thread_id)
+            scope = await self._core.scope(thread_id, create=False)
+            if scope is None:
+                continue
+            plan.scopes[thread_id] = scope
             found = [_Candidate(thread_id, k, _cid_of(k)) for k in await scope.keys(tags)]
             if before_id:
                 found = [c for c in found if c.checkpoint_id < before_id]
@@ -655,7 +668,7 @@ class FoundryCheckpointer(CoreOwner, BaseCheckpointSaver[str]):
             size = min(size, remaining)
         chunk = plan.candidates[plan.position : plan.position + size]
         plan.position += len(chunk)
-        scopes = {c.thread_id: await self._core.scope(c.thread_id) for c in chunk}
+        scopes = plan.scopes
         records = await _bounded(self._read_record(scopes[c.thread_id], c.key.key) for c in chunk)
         matched: builtins.list[tuple[_Candidate, CheckpointRecord, CheckpointMetadata]] = []
         for cand, record in zip(chunk, records, strict=True):
@@ -903,16 +916,20 @@ class FoundryCheckpointer(CoreOwner, BaseCheckpointSaver[str]):
     # -- deletion, copy, prune ----------------------------------------------------------------
     async def _delete_thread(self, thread_id: str) -> None:
         thread_id = _check_thread(thread_id)
-        scope = await self._core.scope(thread_id)
+        self._drop_state(thread_id)
+        scope = await self._core.scope(thread_id, create=False)
+        if scope is None:
+            await self._core.unregister(thread_id)
+            return
         await scope.purge()
-        self._threads.pop(thread_id, None)
+        self._drop_state(thread_id)
 
     async def _remove(self, scope: Scope, thread_id: str, keys: builtins.list[ItemKey]) -> None:
         """Delete ``keys`` from the thread, then its blobs that nothing left references."""
         if not keys:
             return
         started = time.time()
-        self._threads.pop(thread_id, None)
+        self._drop_state(thread_id)
         await _bounded(scope.store.delete_item(k.key) for k in keys)
         if any(_tags(k).get(TAG_SPILL) == "1" for k in keys):
             await self._collect_blobs(scope, started)
@@ -968,7 +985,9 @@ class FoundryCheckpointer(CoreOwner, BaseCheckpointSaver[str]):
         for thread_id in await self._core.scope_ids():
             if thread_id is None:
                 continue
-            scope = await self._core.scope(thread_id)
+            scope = await self._core.scope(thread_id, create=False)
+            if scope is None:
+                continue
             if len(wanted) <= _WRITES_INDEX_FROM:
                 checkpoints: builtins.list[ItemKey] = []
                 for run in sorted(wanted):
@@ -992,7 +1011,9 @@ class FoundryCheckpointer(CoreOwner, BaseCheckpointSaver[str]):
             if strategy == "delete":
                 await self._delete_thread(thread_id)
                 continue
-            scope = await self._core.scope(thread_id)
+            scope = await self._core.scope(thread_id, create=False)
+            if scope is None:
+                continue
             keys = await scope.keys()
             by_ns: dict[str, builtins.list[ItemKey]] = {}
             for key in keys:
@@ -1017,9 +1038,13 @@ class FoundryCheckpointer(CoreOwner, BaseCheckpointSaver[str]):
         target_id = _check_thread(target_thread_id)
         if source_id == target_id:
             return
-        source = await self._core.scope(source_id)
-        target = await self._core.scope(target_id)
+        source = await self._core.scope(source_id, create=False)
+        if source is None:
+            return
         keys = await source.keys()
+        if not keys:
+            return
+        target = await self._core.scope(target_id)
         checkpoints = sorted(
             (k for k in keys if _tags(k).get(TAG_KIND) == KIND_CHECKPOINT), key=_cid_of
         )
@@ -1027,7 +1052,7 @@ class FoundryCheckpointer(CoreOwner, BaseCheckpointSaver[str]):
         for key in keys:
             if _tags(key).get(TAG_KIND) == KIND_WRITES:
                 writes.setdefault(_pair(key), []).append(key)
-        self._threads.pop(target_id, None)
+        self._drop_state(target_id)
         copied: set[str] = set()
         for key in checkpoints:
             # One at a time, oldest first: "latest" compares created_at, then checkpoint id.

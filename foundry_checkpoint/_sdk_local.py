@@ -116,6 +116,16 @@ class LockedSdkStore:
         self._store = store
         self._lock = lock
 
+    @staticmethod
+    def exists(name: str) -> bool:
+        """Whether the local-mode store ``name`` has a file (reads need not create one).
+
+        Example:
+            >>> LockedSdkStore.exists("a-store-nobody-made")
+            False
+        """
+        return _store_file(name).is_file()
+
     @classmethod
     async def get_or_create(
         cls, name: str, *, user_isolation: bool, item_ttl_seconds: int, **kwargs: Any

@@ -465,6 +465,10 @@ class FoundryCheckpointStorage(CoreOwner):
     async def _scope(self) -> Scope:
         return await self._core.scope(self._context_id)
 
+    async def _existing(self) -> Scope | None:
+        """The scope for a read: None when the context's store does not exist (not created)."""
+        return await self._core.scope(self._context_id, create=False)
+
     async def _write(
         self, checkpoint_id: str, payload: bytes, tags: dict[str, str], extra: dict[str, str]
     ) -> None:
@@ -487,19 +491,22 @@ class FoundryCheckpointStorage(CoreOwner):
             ) from exc
 
     async def _read(self, checkpoint_id: str) -> bytes:
-        scope = await self._scope()
+        scope = await self._existing()
         key = item_key(_KEY_WORD, checkpoint_id)
-        item = await scope.store.get_item(key)
+        item = None if scope is None else await scope.store.get_item(key)
         if item is None:
             # MAF's own wording first (code matches on it), then where this store looked.
             raise WorkflowCheckpointException(
                 f"No checkpoint found with ID {checkpoint_id} (context {self._context_id!r} of "
-                f"store {scope.name!r})"
+                f"store {self._core.name_for(self._context_id)!r})"
             )
+        assert scope is not None
         return await self._payload(scope, key, item.value, checkpoint_id)
 
     async def _read_latest(self, workflow_name: str) -> tuple[str, bytes] | None:
-        scope = await self._scope()
+        scope = await self._existing()
+        if scope is None:
+            return None
         tags = self._filter(workflow_name)
         for _ in range(_LATEST_ATTEMPTS):
             candidates = await newest_second(scope.store, tags)
@@ -521,7 +528,9 @@ class FoundryCheckpointStorage(CoreOwner):
         return unescape(_tags_of(key).get(_TAG_ID, "")) or ""
 
     async def _read_all(self, workflow_name: str, caller: str) -> list[tuple[str, bytes]]:
-        scope = await self._scope()
+        scope = await self._existing()
+        if scope is None:
+            return []
         keys = _oldest_first(await scope.keys(self._filter(workflow_name)))
         gate = asyncio.Semaphore(_READ_CONCURRENCY)
 
@@ -543,7 +552,9 @@ class FoundryCheckpointStorage(CoreOwner):
         return [r for r in results if r is not None]
 
     async def _delete(self, checkpoint_id: str) -> bool:
-        scope = await self._scope()
+        scope = await self._existing()
+        if scope is None:
+            return False
         key = item_key(_KEY_WORD, checkpoint_id)
         item = await scope.store.get_item(key)
         if item is None:

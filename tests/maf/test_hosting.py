@@ -10,7 +10,13 @@ from agent_framework._workflows._checkpoint_encoding import encode_checkpoint_va
 from agent_framework_foundry_hosting import ContextScopedStoreProvider
 from agent_framework_foundry_hosting._state_store import _encoded_checkpoint_hash
 from agent_framework_foundry_hosting._workflow_state import _CheckpointWrites
-from azure.ai.agentserver.core import AgentConfig, FoundryAgentRequestContext, get_request_context
+from azure.ai.agentserver.core import (
+    AgentConfig,
+    FoundryAgentRequestContext,
+    get_request_context,
+    reset_request_context,
+    set_request_context,
+)
 
 from foundry_checkpoint_maf import FoundryCheckpointStorage, FoundryCheckpointStorageProvider
 
@@ -89,7 +95,11 @@ async def test_storage_forwards_the_request_call_id(store_env: Any, provider: An
         config=_config(store_env.mode == "hosted"), context_id="conv-call", platform_context=request
     )
     await storage.save(WorkflowCheckpoint(workflow_name="w", graph_signature_hash="g"))
-    scope = await storage._core.arun(storage._core.scope("conv-call"))
+    token = set_request_context(request)  # the scope (and its client) this request uses
+    try:
+        scope = await storage._core.arun(storage._core.scope("conv-call"))
+    finally:
+        reset_request_context(token)
     recorder = _CallIdRecorder(scope.store)
     scope.store = recorder
     assert get_request_context().call_id is None  # nothing set on the caller's side
