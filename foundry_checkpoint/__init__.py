@@ -28,6 +28,7 @@ from .spill import AzureBlobSpill, LocalSpill, SpillStore
 
 if TYPE_CHECKING:
     from ._saver import FoundryCheckpointer
+    from ._serde import StrictSerializer
 
 __all__ = [
     "AzureBlobSpill",
@@ -40,6 +41,7 @@ __all__ = [
     "LocalSpill",
     "MissingBlobError",
     "SpillStore",
+    "StrictSerializer",
 ]
 
 
@@ -53,4 +55,8 @@ def __getattr__(name: str) -> Any:
                 raise ImportError(f"FoundryCheckpointer needs LangGraph: {hint}") from exc
             raise
         return FoundryCheckpointer
+    if name == "StrictSerializer":
+        from ._serde import StrictSerializer
+
+        return StrictSerializer
     raise AttributeError(f"module 'foundry_checkpoint' has no attribute {name!r}")

@@ -85,7 +85,13 @@ from ._lg_records import (
 from ._lifecycle import CoreOwner
 from ._naming import check_identifier, tag_value, unescape
 from ._protocol import ItemKey
-from .errors import FoundryCheckpointError, InvalidIdentifierError, MissingBlobError
+from ._serde import StrictSerializer
+from .errors import (
+    CorruptPayloadError,
+    FoundryCheckpointError,
+    InvalidIdentifierError,
+    MissingBlobError,
+)
 
 if TYPE_CHECKING:
     from azure.core.credentials_async import AsyncTokenCredential
@@ -238,7 +244,14 @@ class FoundryCheckpointer(CoreOwner, BaseCheckpointSaver[str]):
         spill: where large values go (a :class:`~foundry_checkpoint.spill.SpillStore`).
         local_backend: ``"sqlite"`` (default, the embedded store) or ``"sdk"`` (the SDK's own
             local mode under an inter-process file lock).
-        serde: the serializer, e.g. ``EncryptedSerializer.from_pycryptodome_aes(key=...)``.
+        serde: the serializer. The default, :class:`~foundry_checkpoint.StrictSerializer`,
+            decodes only LangGraph's safe types plus the allow-list the compiled graph adds
+            through ``with_allowlist`` and refuses anything else with a
+            :class:`~foundry_checkpoint.errors.CorruptPayloadError`, so whoever can write to the
+            store cannot make a reader call arbitrary code. To encrypt, wrap it:
+            ``EncryptedSerializer(cipher, StrictSerializer())``. To restore LangGraph's
+            permissive decoding (trusted stores only), pass
+            ``JsonPlusSerializer(allowed_msgpack_modules=True)``.
         **client_kwargs: passed to the state-store client (e.g. ``connection_verify``).
 
     Example:
@@ -269,7 +282,7 @@ class FoundryCheckpointer(CoreOwner, BaseCheckpointSaver[str]):
         serde: SerializerProtocol | None = None,
         **client_kwargs: Any,
     ) -> None:
-        super().__init__(serde=serde)
+        super().__init__(serde=StrictSerializer() if serde is None else serde)
         self._core = CheckpointCore(
             store_prefix=store_prefix,
             scope_word="thread",
@@ -514,10 +527,22 @@ class FoundryCheckpointer(CoreOwner, BaseCheckpointSaver[str]):
         if record is None:
             return None
         writes = await self._pending_writes(scope, ns, record.checkpoint_id, None)
-        metadata = self.serde.loads_typed(record.metadata)
+        metadata = self._loads(record.metadata)
         result = await self._tuple(scope, thread_id, record, metadata, writes)
         self._state(thread_id).heads[ns] = record
         return result
+
+    def _loads(self, typed: tuple[str, bytes]) -> Any:
+        """``serde.loads_typed``; whatever it raises becomes a ``CorruptPayloadError``."""
+        try:
+            return self.serde.loads_typed(typed)
+        except CorruptPayloadError:
+            raise
+        except Exception as exc:  # the serializer's errors are as varied as its inputs
+            raise CorruptPayloadError(
+                f"A stored {typed[0]!r} value cannot be decoded by {type(self.serde).__name__}: "
+                f"{type(exc).__name__}: {exc}. Nothing was called from it."
+            ) from exc
 
     async def _tuple(
         self,
@@ -527,7 +552,7 @@ class FoundryCheckpointer(CoreOwner, BaseCheckpointSaver[str]):
         metadata: CheckpointMetadata,
         writes: builtins.list[PendingWrite],
     ) -> CheckpointTuple:
-        checkpoint: Checkpoint = self.serde.loads_typed(record.checkpoint)
+        checkpoint: Checkpoint = self._loads(record.checkpoint)
         checkpoint["channel_values"] = await self._load_values(scope, record)
         ns = record.ns
         parent: RunnableConfig | None = None
@@ -576,7 +601,7 @@ class FoundryCheckpointer(CoreOwner, BaseCheckpointSaver[str]):
         for name, entry in record.channels.items():
             data = entry.data if entry.digest is None else blobs[entry.digest]
             assert data is not None
-            values[name] = self.serde.loads_typed((entry.type, data))
+            values[name] = self._loads((entry.type, data))
         return values
 
     async def _pending_writes(
@@ -597,7 +622,7 @@ class FoundryCheckpointer(CoreOwner, BaseCheckpointSaver[str]):
             if rec is None or (rec.ns, rec.checkpoint_id) != (ns, checkpoint_id):
                 continue
             for idx, (channel, type_, data) in rec.writes.items():
-                value = self.serde.loads_typed((type_, data))
+                value = self._loads((type_, data))
                 order = writes_sort_key(rec.task_path, rec.task_id, idx)
                 rows.append((order, (rec.task_id, channel, value)))
         rows.sort(key=lambda row: row[0])
@@ -674,7 +699,7 @@ class FoundryCheckpointer(CoreOwner, BaseCheckpointSaver[str]):
         for cand, record in zip(chunk, records, strict=True):
             if record is None:
                 continue
-            metadata: CheckpointMetadata = self.serde.loads_typed(record.metadata)
+            metadata: CheckpointMetadata = self._loads(record.metadata)
             if _matches(metadata, plan.filter):
                 matched.append((cand, record, metadata))
         if remaining is not None:

@@ -35,3 +35,71 @@ def global_call_pickle(module: str, name: str, *args: str) -> bytes:
 def pickle_envelope(data: bytes, type_key: str = "builtins:int") -> dict[str, str]:
     """MAF's JSON envelope of a pickled value."""
     return {"__pickled__": base64.b64encode(data).decode("ascii"), "__type__": type_key}
+
+
+def msgpack_ext(code: int, *fields: object) -> bytes:
+    """A msgpack document that is one LangGraph extension ``code`` holding ``fields``."""
+    import ormsgpack
+
+    return ormsgpack.packb(ormsgpack.Ext(code, ormsgpack.packb(list(fields))))
+
+
+def langgraph_gadgets(marker: Path) -> dict[str, tuple[str, bytes]]:
+    """Typed values (``(type, bytes)``, as ``serde.dumps_typed`` returns) that touch ``marker``."""
+
+    import ormsgpack
+    from langgraph.checkpoint.serde.jsonplus import (
+        EXT_CONSTRUCTOR_KW_ARGS,
+        EXT_CONSTRUCTOR_POS_ARGS,
+        EXT_CONSTRUCTOR_SINGLE_ARG,
+        EXT_PYDANTIC_V2,
+    )
+
+    cmd = f"touch {marker}"
+    inner = ormsgpack.Ext(EXT_CONSTRUCTOR_POS_ARGS, ormsgpack.packb(["os", "system", [cmd]]))
+    nested = ormsgpack.packb({"ok": [1, {"deep": ormsgpack.Ext(
+        EXT_CONSTRUCTOR_SINGLE_ARG, ormsgpack.packb(["uuid", "UUID", inner])
+    )}]})  # fmt: skip
+    return {
+        "os_system": ("msgpack", msgpack_ext(EXT_CONSTRUCTOR_POS_ARGS, "os", "system", [cmd])),
+        "eval": (
+            "msgpack",
+            msgpack_ext(EXT_CONSTRUCTOR_SINGLE_ARG, "builtins", "eval", touch_expression(marker)),
+        ),
+        "subprocess_pos": (
+            "msgpack",
+            msgpack_ext(EXT_CONSTRUCTOR_POS_ARGS, "subprocess", "call", [["touch", str(marker)]]),
+        ),
+        "subprocess_kw": (
+            "msgpack",
+            msgpack_ext(
+                EXT_CONSTRUCTOR_KW_ARGS, "subprocess", "run", {"args": ["touch", str(marker)]}
+            ),
+        ),
+        "pydantic_v2": (
+            "msgpack",
+            msgpack_ext(EXT_PYDANTIC_V2, "subprocess", "run", {"args": ["touch", str(marker)]}),
+        ),
+        "nested": ("msgpack", nested),
+        "pickle": ("pickle", global_call_pickle("os", "system", cmd)),
+    }
+
+
+class Planted:
+    """A value the attacker's serializer writes as ``typed`` verbatim."""
+
+    def __init__(self, typed: tuple[str, bytes]) -> None:
+        self.typed = typed
+
+
+def attacker_serde() -> object:
+    """A serializer that writes :class:`Planted` values verbatim and anything else as usual."""
+    from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
+
+    class _Attacker(JsonPlusSerializer):
+        def dumps_typed(self, obj: object) -> tuple[str, bytes]:
+            if isinstance(obj, Planted):
+                return obj.typed
+            return super().dumps_typed(obj)
+
+    return _Attacker()
