@@ -45,6 +45,7 @@ from foundry_checkpoint._engine import UNSET, StateEngine
 
 from ._faults import Fault, FaultPlan
 from ._identity import CallerRejected, CallTable, resolve_caller
+from ._platform import IDENTITY_PATH, ManagedIdentityEndpoint
 
 __all__ = ["StorageApp", "SUPPORTED_API_VERSIONS"]
 
@@ -234,9 +235,15 @@ class StorageApp:
             raise _HttpError(503, "service_unavailable", "The emulator is shutting down.")
         return engine
 
-    def web_app(self) -> web.Application:
-        """Build the aiohttp application that serves every path through this handler."""
+    def web_app(self, identity: ManagedIdentityEndpoint | None = None) -> web.Application:
+        """Build the aiohttp application that serves every path through this handler.
+
+        With ``identity``, ``GET /msi/token`` is its managed-identity token endpoint (not a
+        storage call: neither counted nor faulted).
+        """
         app = web.Application(client_max_size=CLIENT_MAX_BODY_BYTES)
+        if identity is not None:
+            app.router.add_get(IDENTITY_PATH, identity.handle)
         app.router.add_route("*", "/{tail:.*}", self._handle)
         return app
 

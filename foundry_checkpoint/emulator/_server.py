@@ -21,6 +21,7 @@ from foundry_checkpoint._engine import StateEngine
 from ._app import StorageApp
 from ._credential import EmulatorCredential
 from ._faults import Fault, FaultPlan
+from ._platform import IDENTITY_PATH, ManagedIdentityEndpoint, agent_environment
 from ._tls import TlsMaterial, make_tls_material
 
 __all__ = ["FoundryEmulator"]
@@ -103,6 +104,7 @@ class FoundryEmulator:
         self._lifecycle = threading.Lock()
         # One handler per instance: counts survive a stop()/start() cycle.
         self._app = StorageApp(self._faults)
+        self._identity = ManagedIdentityEndpoint()
 
     # --- lifecycle ----------------------------------------------------------------------
 
@@ -255,6 +257,43 @@ class FoundryEmulator:
         """
         return EmulatorCredential(user)
 
+    @property
+    def identity_endpoint(self) -> str:
+        """URL of the managed-identity token endpoint this emulator serves (``IDENTITY_ENDPOINT``).
+
+        Its tokens resolve to the container's own identity; a request's call id, when bound,
+        still decides whose partition it reads and writes.
+        """
+        host = f"[{self._host}]" if ":" in self._host else self._host
+        return f"https://{host}:{self.port}{IDENTITY_PATH}"
+
+    def agent_environment(self, *, session_id: str = "emulator-session") -> dict[str, str]:
+        """Environment variables that run a hosted agent's process, unchanged, on this emulator.
+
+        What the platform sets on a hosted agent's container (``FOUNDRY_HOSTING_ENVIRONMENT``,
+        ``FOUNDRY_PROJECT_ENDPOINT``, ``FOUNDRY_AGENT_SESSION_ID``), a managed identity served
+        by the emulator (``IDENTITY_ENDPOINT``, ``IDENTITY_HEADER``, and
+        ``AZURE_TOKEN_CREDENTIALS=ManagedIdentityCredential`` so ``DefaultAzureCredential`` tries
+        nothing else), ``SSL_CERT_FILE`` to trust the emulator's certificate, and the hosts' usage
+        telemetry turned off. Pass them to a new process: ``SSL_CERT_FILE`` is read at start-up,
+        and it replaces the system CA bundle of that process.
+
+        Start the agent with ``subprocess.Popen(cmd, env={**os.environ, **env})``.
+
+        Example:
+            >>> with FoundryEmulator() as emu:
+            ...     env = emu.agent_environment(session_id="s-1")
+            ...     env["FOUNDRY_PROJECT_ENDPOINT"] == emu.endpoint, env["IDENTITY_HEADER"] != ""
+            (True, True)
+        """
+        return agent_environment(
+            endpoint=self.endpoint,
+            identity_endpoint=self.identity_endpoint,
+            identity_secret=self._identity.secret,
+            ca_file=self.ca_file,
+            session_id=session_id,
+        )
+
     # --- observability and faults --------------------------------------------------------
 
     @property
@@ -363,7 +402,7 @@ class FoundryEmulator:
 
     async def _start_site(self, running: _Running) -> None:
         runner = web.AppRunner(
-            self._app.web_app(),
+            self._app.web_app(self._identity),
             access_log=None,
             handle_signals=False,
             shutdown_timeout=_SHUTDOWN_GRACE_SECONDS,

@@ -31,6 +31,7 @@ def test_every_script_is_tested() -> None:
         "maf_workflow_resume.py",
         "maf_human_in_the_loop.py",
         "hosted_offline.py",
+        "hosted_agents_offline.py",
     }
     assert {p.name for p in SAMPLES.glob("*.py")} == tested
 
@@ -110,3 +111,29 @@ def test_hosted_offline(sample_env: dict[str, str], tmp_path: Path) -> None:
     assert match and int(match.group(2)) >= 7  # at least one write per checkpoint went over HTTPS
     # hosted mode: nothing was written to the local embedded store
     assert not (tmp_path / "state" / "foundry_checkpoint" / "state.sqlite3").exists()
+
+
+def test_hosted_agents_offline(sample_env: dict[str, str]) -> None:
+    out = run("hosted_agents_offline.py", sample_env)
+    assert out[:10] == [
+        "LangGraph graph on the Invocations protocol:",
+        "[alice] thread 'main': agent: turn 1: noted 'hello, I am alice'",
+        "[bob] thread 'main': agent: turn 1: noted 'hello, I am bob'",
+        "[alice] paused: Approve the refund in 'refund order 17'?",
+        "server killed; a new process starts",
+        "[alice] still pending: Approve the refund in 'refund order 17'?",
+        "[alice] resumed: agent: refund approved",
+        "[bob] thread 'main': "
+        "['user: hello, I am bob', \"agent: turn 1: noted 'hello, I am bob'\"]",
+        "MAF workflow on ResponsesHostServer:",
+        "[alice] conversation 'conv_expenses' waits for a human: Approve taxi 38 EUR (claim 1)?",
+    ]
+    assert out[10:16] == [
+        "[bob] conversation 'conv_expenses' waits for a human: Approve hotel 120 EUR (claim 1)?",
+        "server killed; a new process starts",
+        "[alice] answered: notified: Approve taxi 38 EUR (claim 1)? -> approved",
+        "[bob] answered: notified: Approve hotel 120 EUR (claim 1)? -> rejected",
+        "[alice] next: Approve train 20 EUR (claim 2)?",
+        out[15],
+    ]
+    assert re.fullmatch(r"state-store requests served: \d+", out[15])
