@@ -40,6 +40,7 @@ __all__ = [
     "TAG_ID",
     "TAG_KIND",
     "TAG_NS",
+    "TAG_OWNER",
     "TAG_PARENT",
     "TAG_RUN",
     "TAG_SOURCE",
@@ -47,6 +48,7 @@ __all__ = [
     "TAG_STEP",
     "ChannelEntry",
     "CheckpointRecord",
+    "DeltaBase",
     "WritesRecord",
     "checkpoint_key",
     "id_tag",
@@ -71,6 +73,9 @@ TAG_SOURCE: Final = "src"
 TAG_STEP: Final = "step"
 TAG_RUN: Final = "run"
 TAG_SPILL: Final = "sp"
+TAG_OWNER: Final = "own"
+"""On a checkpoint of a subgraph call's namespace: the id of the caller's checkpoint the call
+started from (the deepest entry of ``metadata["parents"]``); the namespace goes with it."""
 
 Version = str | int | float
 
@@ -119,6 +124,19 @@ class ChannelEntry:
     size: int = 0
 
 
+@dataclass(frozen=True)
+class DeltaBase:
+    """The history of one channel above a checkpoint whose ancestors were deleted.
+
+    What ``get_delta_channel_history`` collected from the deleted parent chain: ``seed`` (the
+    nearest stored value, if any) and ``writes`` (``(task_id, type, bytes)`` oldest first),
+    kept byte for byte so that the channel rebuilds exactly as before.
+    """
+
+    seed: ChannelEntry | None
+    writes: tuple[tuple[str, str, bytes], ...] = ()
+
+
 @dataclass
 class CheckpointRecord:
     """The payload of a checkpoint item."""
@@ -131,10 +149,15 @@ class CheckpointRecord:
     channels: dict[str, ChannelEntry] = field(default_factory=dict)
     absent: dict[str, Version] = field(default_factory=dict)
     """Channels the checkpoint versions without a value (so a child need not look further)."""
+    history: dict[str, DeltaBase] = field(default_factory=dict)
+    """Per channel, the history of its deleted ancestors (written by ``prune`` and
+    ``delete_for_runs`` on a checkpoint whose parent they delete)."""
 
     def digests(self) -> set[str]:
         """The spill-store blobs this checkpoint references."""
-        return {e.digest for e in self.channels.values() if e.digest is not None}
+        entries = [*self.channels.values()]
+        entries += [b.seed for b in self.history.values() if b.seed is not None]
+        return {e.digest for e in entries if e.digest is not None}
 
 
 @dataclass
@@ -176,24 +199,72 @@ def _typed(value: object, where: str) -> tuple[str, bytes]:
     raise _corrupt(where, "bad serialized value")
 
 
+def _entry_row(e: ChannelEntry) -> list[Any]:
+    return [e.version, e.type, e.data, e.digest, e.size]
+
+
+def _entry(row: object, name: str, where: str) -> ChannelEntry:
+    if not isinstance(row, list) or len(row) != 5:
+        raise _corrupt(where, f"bad channel entry {name!r}")
+    version, type_, blob, digest, size = row
+    if (
+        not isinstance(version, (str, int, float))
+        or not isinstance(type_, str)
+        or not (isinstance(blob, bytes) or (blob is None and isinstance(digest, str)))
+        or not isinstance(size, int)
+    ):
+        raise _corrupt(where, f"bad channel entry {name!r}")
+    return ChannelEntry(version, type_, blob, digest, size)
+
+
 def pack_checkpoint(record: CheckpointRecord) -> bytes:
     """The payload bytes of a checkpoint item."""
-    channels = [
-        [name, e.version, e.type, e.data, e.digest, e.size] for name, e in record.channels.items()
-    ]
-    return ormsgpack.packb(
-        {
-            "f": FORMAT,
-            "t": KIND_CHECKPOINT,
-            "ns": record.ns,
-            "id": record.checkpoint_id,
-            "p": record.parent_id,
-            "c": list(record.checkpoint),
-            "m": list(record.metadata),
-            "ch": channels,
-            "ab": [[name, version] for name, version in record.absent.items()],
-        }
-    )
+    channels = [[name, *_entry_row(e)] for name, e in record.channels.items()]
+    data: dict[str, Any] = {
+        "f": FORMAT,
+        "t": KIND_CHECKPOINT,
+        "ns": record.ns,
+        "id": record.checkpoint_id,
+        "p": record.parent_id,
+        "c": list(record.checkpoint),
+        "m": list(record.metadata),
+        "ch": channels,
+        "ab": [[name, version] for name, version in record.absent.items()],
+    }
+    if record.history:
+        data["dh"] = [
+            [
+                name,
+                None if base.seed is None else _entry_row(base.seed),
+                [list(w) for w in base.writes],
+            ]
+            for name, base in record.history.items()
+        ]
+    return ormsgpack.packb(data)
+
+
+def _history(raw: object, where: str) -> dict[str, DeltaBase]:
+    if not isinstance(raw, list):
+        raise _corrupt(where, "bad channel history")
+    out: dict[str, DeltaBase] = {}
+    for row in raw:
+        if not isinstance(row, list) or len(row) != 3 or not isinstance(row[0], str):
+            raise _corrupt(where, "bad channel history entry")
+        name, seed, writes = row
+        if not isinstance(writes, list) or not all(
+            isinstance(w, list)
+            and len(w) == 3
+            and isinstance(w[0], str)
+            and isinstance(w[1], str)
+            and isinstance(w[2], bytes)
+            for w in writes
+        ):
+            raise _corrupt(where, f"bad history writes of channel {name!r}")
+        out[name] = DeltaBase(
+            None if seed is None else _entry(seed, name, where),
+            tuple((w[0], w[1], w[2]) for w in writes),
+        )
+    return out
 
 
 def unpack_checkpoint(payload: bytes, *, where: str) -> CheckpointRecord:
@@ -209,18 +280,9 @@ def unpack_checkpoint(payload: bytes, *, where: str) -> CheckpointRecord:
     if not isinstance(raw, list):
         raise _corrupt(where, "bad channel table")
     for row in raw:
-        if not isinstance(row, list) or len(row) != 6:
+        if not isinstance(row, list) or len(row) != 6 or not isinstance(row[0], str):
             raise _corrupt(where, "bad channel entry")
-        name, version, type_, blob, digest, size = row
-        if (
-            not isinstance(name, str)
-            or not isinstance(version, (str, int, float))
-            or not isinstance(type_, str)
-            or not (isinstance(blob, bytes) or (blob is None and isinstance(digest, str)))
-            or not isinstance(size, int)
-        ):
-            raise _corrupt(where, f"bad channel entry {name!r}")
-        channels[name] = ChannelEntry(version, type_, blob, digest, size)
+        channels[row[0]] = _entry(row[1:], row[0], where)
     absent: dict[str, Version] = {}
     for row in data.get("ab", []):
         if not isinstance(row, list) or len(row) != 2 or not isinstance(row[0], str):
@@ -236,6 +298,7 @@ def unpack_checkpoint(payload: bytes, *, where: str) -> CheckpointRecord:
         metadata=_typed(data.get("m"), where),
         channels=channels,
         absent=absent,
+        history=_history(data.get("dh", []), where),
     )
 
 

@@ -25,7 +25,7 @@ import random
 import time
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Awaitable, Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Final, TypeVar
 from uuid import UUID
 
@@ -41,6 +41,7 @@ from langgraph.checkpoint.base import (
     Checkpoint,
     CheckpointMetadata,
     CheckpointTuple,
+    DeltaChannelHistory,
     PendingWrite,
     get_checkpoint_id,
     get_serializable_checkpoint_metadata,
@@ -58,12 +59,14 @@ from ._core import (
     create_item,
     newest_second,
 )
+from ._lg_prune import Entry, call_owner, is_call_namespace, newest, plan
 from ._lg_records import (
     KIND_CHECKPOINT,
     KIND_WRITES,
     TAG_ID,
     TAG_KIND,
     TAG_NS,
+    TAG_OWNER,
     TAG_PARENT,
     TAG_RUN,
     TAG_SOURCE,
@@ -71,6 +74,7 @@ from ._lg_records import (
     TAG_STEP,
     ChannelEntry,
     CheckpointRecord,
+    DeltaBase,
     WritesRecord,
     checkpoint_key,
     id_tag,
@@ -361,8 +365,22 @@ class FoundryCheckpointer(CoreOwner, BaseCheckpointSaver[str]):
     def prune(
         self, thread_ids: Sequence[str], *, strategy: str = "keep_latest", keep: int = 1
     ) -> None:
-        """``"keep_latest"``: keep the newest ``keep`` checkpoints (and their writes) of each
-        namespace; ``"delete"``: delete the threads. Blobs nothing references any more go too.
+        """``"keep_latest"``: keep the newest ``keep`` checkpoints (and their writes) of the root
+        namespace and of each ``checkpointer=True`` subgraph; ``"delete"``: delete the threads.
+
+        The rules are PostgresSaver's: a finished subgraph call's namespace (``"child:<task>"``)
+        is deleted with the checkpoint it started from, and a kept checkpoint whose parent is
+        deleted gets ``parent_config`` ``None``. Before its parent goes, the history that its
+        ``DeltaChannel`` values are rebuilt from (the nearest stored value and the writes since,
+        what ``get_delta_channel_history`` returns) is copied into it byte for byte, so
+        ``get_state`` and the next turn see the whole conversation. If that copy cannot be
+        written (too large with no spill store), the call raises before anything is deleted.
+        Spilled blobs nothing references any more are deleted once older than the ``gc``
+        grace (a write in flight stores its blob first); younger ones are left to ``gc``.
+
+        Example:
+            >>> with FoundryCheckpointer() as saver:  # doctest: +SKIP
+            ...     saver.prune(["t-1"])  # one checkpoint left per namespace
         """
         self._core.run(self._prune(thread_ids, strategy, keep))
 
@@ -423,14 +441,33 @@ class FoundryCheckpointer(CoreOwner, BaseCheckpointSaver[str]):
         """Async form of :meth:`prune`."""
         await self._core.arun(self._prune(thread_ids, strategy, keep))
 
+    def get_delta_channel_history(
+        self, *, config: RunnableConfig, channels: Sequence[str]
+    ) -> Mapping[str, DeltaChannelHistory]:
+        """Per channel, the writes since its nearest stored value along the parent chain.
+
+        The result of ``BaseCheckpointSaver``'s default walk, read from the items directly
+        (no channel value is loaded but the seeds). A checkpoint that ``prune`` or
+        ``delete_for_runs`` made a root carries the history of its deleted ancestors, and the
+        walk continues into it, so the channel rebuilds as it did before.
+        """
+        return self._core.run(self._delta_history(config, channels))
+
+    async def aget_delta_channel_history(
+        self, *, config: RunnableConfig, channels: Sequence[str]
+    ) -> Mapping[str, DeltaChannelHistory]:
+        """Async form of :meth:`get_delta_channel_history`."""
+        return await self._core.arun(self._delta_history(config, channels))
+
     def gc(
         self, *, grace_seconds: float = DEFAULT_GC_GRACE_SECONDS, dry_run: bool = False
     ) -> GcReport:
         """Delete this user's spilled blobs that no checkpoint or write references any more.
 
         Only blobs last modified more than ``grace_seconds`` ago are taken, so a write still in
-        flight (blob first, item second) is safe. ``delete_thread``, ``prune`` and
-        ``delete_for_runs`` already clean up after themselves; this finds what expired items
+        flight (blob first, item second) is safe. ``delete_thread`` deletes a thread's blobs at
+        once; ``prune`` and ``delete_for_runs`` delete those they orphan once older than the
+        default grace, and leave younger ones to this; it also finds what expired items
         (``item_ttl_seconds``) or crashed writers left behind.
 
         Example:
@@ -579,7 +616,13 @@ class FoundryCheckpointer(CoreOwner, BaseCheckpointSaver[str]):
         )
 
     async def _load_values(self, scope: Scope, record: CheckpointRecord) -> dict[str, Any]:
-        spilled = {e.digest for e in record.channels.values() if e.digest is not None}
+        return await self._load_entries(scope, record, record.channels)
+
+    async def _load_entries(
+        self, scope: Scope, record: CheckpointRecord, entries: Mapping[str, ChannelEntry]
+    ) -> dict[str, Any]:
+        """The values of ``entries`` (channel entries of ``record``, or of its history)."""
+        spilled = {e.digest for e in entries.values() if e.digest is not None}
         blobs: dict[str, bytes] = {}
         if spilled:
             spill = self._core.spill
@@ -598,7 +641,7 @@ class FoundryCheckpointer(CoreOwner, BaseCheckpointSaver[str]):
                 raise MissingBlobError(f"{where}: {exc}") from exc
             blobs = dict(zip(ordered, got, strict=True))
         values: dict[str, Any] = {}
-        for name, entry in record.channels.items():
+        for name, entry in entries.items():
             data = entry.data if entry.digest is None else blobs[entry.digest]
             assert data is not None
             values[name] = self._loads((entry.type, data))
@@ -611,20 +654,29 @@ class FoundryCheckpointer(CoreOwner, BaseCheckpointSaver[str]):
 
         ``known`` is the list of its writes keys when the caller already listed them.
         """
+        rows = await self._raw_pending(scope, ns, checkpoint_id, known)
+        return [
+            (task_id, channel, self._loads((type_, data)))
+            for task_id, channel, type_, data in rows
+        ]
+
+    async def _raw_pending(
+        self, scope: Scope, ns: str, checkpoint_id: str, known: builtins.list[str] | None
+    ) -> builtins.list[tuple[str, str, str, bytes]]:
+        """``(task_id, channel, type, bytes)`` of a checkpoint's writes, in pending-writes order."""
         if known is None:
             tags = {TAG_KIND: KIND_WRITES, TAG_NS: ns_tag(ns), TAG_ID: id_tag(checkpoint_id)}
             known = [k.key for k in await scope.keys(tags)]
         if not known:
             return []
         records = await _bounded(self._read_writes(scope, key) for key in known)
-        rows: builtins.list[tuple[tuple[str, str, int], PendingWrite]] = []
+        rows: builtins.list[tuple[tuple[str, str, int], tuple[str, str, str, bytes]]] = []
         for rec in records:
             if rec is None or (rec.ns, rec.checkpoint_id) != (ns, checkpoint_id):
                 continue
             for idx, (channel, type_, data) in rec.writes.items():
-                value = self._loads((type_, data))
                 order = writes_sort_key(rec.task_path, rec.task_id, idx)
-                rows.append((order, (rec.task_id, channel, value)))
+                rows.append((order, (rec.task_id, channel, type_, data)))
         rows.sort(key=lambda row: row[0])
         return [write for _, write in rows]
 
@@ -781,6 +833,9 @@ class FoundryCheckpointer(CoreOwner, BaseCheckpointSaver[str]):
         }
         if parent_id:
             tags[TAG_PARENT] = id_tag(parent_id)
+        owner = call_owner(md.get("parents")) if is_call_namespace(ns) else None
+        if owner:
+            tags[TAG_OWNER] = id_tag(owner)
         source = md.get("source")
         if isinstance(source, str):
             tags[TAG_SOURCE] = tag_value(source)
@@ -949,21 +1004,209 @@ class FoundryCheckpointer(CoreOwner, BaseCheckpointSaver[str]):
         await scope.purge()
         self._drop_state(thread_id)
 
-    async def _remove(self, scope: Scope, thread_id: str, keys: builtins.list[ItemKey]) -> None:
-        """Delete ``keys`` from the thread, then its blobs that nothing left references."""
-        if not keys:
-            return
-        started = time.time()
-        self._drop_state(thread_id)
-        await _bounded(scope.store.delete_item(k.key) for k in keys)
-        if any(_tags(k).get(TAG_SPILL) == "1" for k in keys):
-            await self._collect_blobs(scope, started)
+    async def _retire(
+        self,
+        scope: Scope,
+        thread_id: str,
+        keys: builtins.list[ItemKey],
+        doomed: set[str],
+        entries: builtins.list[Entry] | None = None,
+    ) -> None:
+        """Delete the checkpoints ``doomed`` (item keys) of a thread, with the rules of
+        :func:`~foundry_checkpoint._lg_prune.plan`: the subgraph calls they end go too, and the
+        survivors they orphan become roots that carry their ``DeltaChannel`` history.
 
-    async def _collect_blobs(self, scope: Scope, started: float) -> None:
+        Every orphan is rewritten before anything is deleted, so a failure leaves the thread
+        whole. Spilled blobs are collected with the ``gc`` grace.
+        """
+        cutoff = time.time() - DEFAULT_GC_GRACE_SECONDS
+        checkpoints = [k for k in keys if _tags(k).get(TAG_KIND) == KIND_CHECKPOINT]
+        if entries is None:
+            entries = await self._entries(scope, checkpoints)
+        todo = plan(entries, doomed)
+        self._drop_state(thread_id)
+        if todo.orphans:
+            tags_of = {k.key: _tags(k) for k in checkpoints}
+            detached = [await self._detach(scope, e, tags_of[e.key]) for e in todo.orphans]
+            await _bounded(self._write_detached(scope, *d) for d in detached if d is not None)
+        gone = {_pair(k) for k in checkpoints if k.key in todo.doomed}
+        items = [
+            k
+            for k in keys
+            if k.key in todo.doomed or (_tags(k).get(TAG_KIND) == KIND_WRITES and _pair(k) in gone)
+        ]
+        if not items:
+            return
+        await _bounded(scope.store.delete_item(k.key) for k in items)
+        self._drop_state(thread_id)
+        if any(_tags(k).get(TAG_SPILL) == "1" for k in items):
+            await self._collect_blobs(scope, cutoff)
+
+    async def _entries(self, scope: Scope, keys: builtins.list[ItemKey]) -> builtins.list[Entry]:
+        """The :class:`Entry` of each checkpoint key, from tags (items read only when a tag was
+        hashed, or a subgraph call's checkpoint predates the owner tag)."""
+        records: dict[str, CheckpointRecord | None] = {}
+
+        async def record(key: ItemKey) -> CheckpointRecord | None:
+            if key.key not in records:
+                records[key.key] = await self._read_record(scope, key.key)
+            return records[key.key]
+
+        owners: dict[str, str | None] = {}
+        out: builtins.list[Entry] = []
+        for key in keys:
+            tags = _tags(key)
+            ns_text = unescape(tags.get(TAG_NS, ""))
+            parent_tag = tags.get(TAG_PARENT)
+            parent = unescape(parent_tag) if parent_tag else None
+            cid = _cid_of(key)
+            if ns_text is None or not ns_text.startswith("n") or (parent_tag and parent is None):
+                rec = await record(key)
+                if rec is None:
+                    continue
+                ns, parent, cid = rec.ns, rec.parent_id, rec.checkpoint_id
+            else:
+                ns = ns_text[1:]
+            owner: str | None = None
+            if is_call_namespace(ns):
+                owner_tag = tags.get(TAG_OWNER)
+                owner = unescape(owner_tag) if owner_tag else None
+                if owner is None:
+                    if key.key not in owners:
+                        rec = await record(key)
+                        md = self._loads(rec.metadata) if rec is not None else {}
+                        owners[key.key] = call_owner(md.get("parents"))
+                    owner = owners[key.key]
+            out.append(Entry(key.key, ns, cid, parent, owner))
+        return out
+
+    async def _detach(
+        self, scope: Scope, entry: Entry, listed_tags: Mapping[str, str]
+    ) -> tuple[str, dict[str, Any], dict[str, str], str] | None:
+        """The new value of an orphaned checkpoint: no parent, and the ``DeltaChannel`` history
+        of its (still readable) ancestors copied in. None when it is gone already."""
+        item = await scope.store.get_item(entry.key)
+        if item is None:
+            return None
+        payload = await scope.decode(item.value, key=entry.key)
+        record = unpack_checkpoint(payload, where=scope.where(entry.key))
+        history = await self._raw_history(scope, record, builtins.list(record.absent))
+        kept = {
+            name: base for name, base in history.items() if base.seed is not None or base.writes
+        }
+        new = replace(record, parent_id=None, history=kept)
+        tags = dict(listed_tags)
+        tags.pop(TAG_PARENT, None)
+        tags[TAG_SPILL] = "1" if new.digests() else "0"
+        value = await scope.encode(entry.key, pack_checkpoint(new), tags=tags)
+        if _codec.spilled_digest(value):
+            tags[TAG_SPILL] = "1"
+        return entry.key, value, tags, item.etag
+
+    async def _write_detached(
+        self, scope: Scope, key: str, value: dict[str, Any], tags: dict[str, str], etag: str
+    ) -> None:
+        try:
+            await scope.store.set_item(key, value, tags=tags, if_match=etag)
+        except FoundryStoragePreconditionError:
+            raise FoundryCheckpointError(
+                f"{scope.where(key)} changed while it was being pruned; nothing was deleted. "
+                "Retry the prune."
+            ) from None
+
+    async def _raw_history(
+        self, scope: Scope, record: CheckpointRecord, channels: Sequence[str]
+    ) -> dict[str, DeltaBase]:
+        """What ``get_delta_channel_history`` collects for ``channels`` above ``record``, raw.
+
+        The walk of ``BaseCheckpointSaver.get_delta_channel_history``: from the parent of
+        ``record`` up, each checkpoint's pending writes (newest first), stopping per channel at
+        the first checkpoint that stores a value for it. A checkpoint carrying the history of
+        deleted ancestors (``record.history``) ends the walk for those channels.
+        """
+        remaining = dict.fromkeys(channels)
+        seeds: dict[str, ChannelEntry] = {}
+        collected: dict[str, builtins.list[tuple[str, str, bytes]]] = {c: [] for c in channels}
+
+        def absorb(rec: CheckpointRecord) -> None:
+            for name in builtins.list(remaining):
+                base = rec.history.get(name)
+                if base is not None:
+                    collected[name].extend(reversed(base.writes))
+                    if base.seed is not None:
+                        seeds[name] = base.seed
+                    del remaining[name]
+
+        absorb(record)
+        cursor = record.parent_id
+        seen: set[str] = set()
+        while cursor and remaining and cursor not in seen:
+            seen.add(cursor)
+            rec = await self._read_record(scope, checkpoint_key(record.ns, cursor))
+            if rec is None or (rec.ns, rec.checkpoint_id) != (record.ns, cursor):
+                break
+            for task_id, channel, type_, data in reversed(
+                await self._raw_pending(scope, rec.ns, rec.checkpoint_id, None)
+            ):
+                if channel in remaining:
+                    collected[channel].append((task_id, type_, data))
+            for name in builtins.list(remaining):
+                if name in rec.channels:
+                    seeds[name] = rec.channels[name]
+                    del remaining[name]
+            absorb(rec)
+            cursor = rec.parent_id
+        return {
+            name: DeltaBase(seeds.get(name), tuple(reversed(collected[name])))
+            for name in channels
+        }
+
+    async def _delta_history(
+        self, config: RunnableConfig, channels: Sequence[str]
+    ) -> dict[str, DeltaChannelHistory]:
+        if not channels:
+            return {}
+        thread_id = _thread_id(config)
+        ns = _namespace(_configurable(config))
+        wanted = get_checkpoint_id(config)
+        scope = await self._core.scope(thread_id, create=False)
+        if scope is None:
+            return {name: {"writes": []} for name in channels}
+        record: CheckpointRecord | None = None
+        if wanted:
+            record = await self._read_record(scope, checkpoint_key(ns, wanted))
+            if record is not None and (record.ns, record.checkpoint_id) != (ns, wanted):
+                record = None
+        else:
+            key = await self._latest_key(scope, ns)
+            record = await self._read_record(scope, key.key) if key is not None else None
+        if record is None:
+            return {name: {"writes": []} for name in channels}
+        raw = await self._raw_history(scope, record, channels)
+        seeds = await self._load_entries(
+            scope, record, {n: b.seed for n, b in raw.items() if b.seed is not None}
+        )
+        out: dict[str, DeltaChannelHistory] = {}
+        for name in channels:
+            entry: DeltaChannelHistory = {
+                "writes": [
+                    (task_id, name, self._loads((type_, data)))
+                    for task_id, type_, data in raw[name].writes
+                ]
+            }
+            if name in seeds:
+                entry["seed"] = seeds[name]
+            out[name] = entry
+        return out
+
+    async def _collect_blobs(self, scope: Scope, cutoff: float) -> None:
         """Delete the thread's spilled blobs that no remaining item references.
 
-        A blob written or reused (which refreshes its modification time) after ``started`` may
-        belong to a write still in flight (blob first, item second) and is left for ``gc``.
+        Only blobs last modified before ``cutoff`` (the ``gc`` grace before the deletion
+        started) are taken. A write in flight stores its blob first and its item second: a
+        blob it uploaded (or reused, which refreshes its modification time) before a prune
+        started may be referenced by an item written after the prune listed the items; the
+        grace leaves such blobs to ``gc``.
         """
         spill = self._core.spill
         if spill is None:
@@ -975,7 +1218,7 @@ class FoundryCheckpointer(CoreOwner, BaseCheckpointSaver[str]):
         doomed = [
             b.digest
             for b in await spill.list(namespace)
-            if b.digest not in keep and b.last_modified < started
+            if b.digest not in keep and b.last_modified < cutoff
         ]
         if doomed:
             await spill.delete(namespace, doomed)
@@ -1019,12 +1262,9 @@ class FoundryCheckpointer(CoreOwner, BaseCheckpointSaver[str]):
                     checkpoints += await scope.keys({TAG_KIND: KIND_CHECKPOINT, TAG_RUN: run})
             else:
                 checkpoints = await scope.keys({TAG_KIND: KIND_CHECKPOINT})
-            checkpoints = [k for k in checkpoints if _tags(k).get(TAG_RUN) in wanted]
-            if not checkpoints:
-                continue
-            doomed = {_pair(k) for k in checkpoints}
-            writes = [w for w in await scope.keys({TAG_KIND: KIND_WRITES}) if _pair(w) in doomed]
-            await self._remove(scope, thread_id, checkpoints + writes)
+            doomed = {k.key for k in checkpoints if _tags(k).get(TAG_RUN) in wanted}
+            if doomed:
+                await self._retire(scope, thread_id, await scope.keys(), doomed)
 
     async def _prune(self, thread_ids: Sequence[str], strategy: str, keep: int) -> None:
         if strategy not in ("keep_latest", "delete"):
@@ -1040,23 +1280,12 @@ class FoundryCheckpointer(CoreOwner, BaseCheckpointSaver[str]):
             if scope is None:
                 continue
             keys = await scope.keys()
-            by_ns: dict[str, builtins.list[ItemKey]] = {}
-            for key in keys:
-                if _tags(key).get(TAG_KIND) == KIND_CHECKPOINT:
-                    by_ns.setdefault(_tags(key).get(TAG_NS, ""), []).append(key)
-            kept = {
-                _pair(k)
-                for group in by_ns.values()
-                for k in sorted(group, key=lambda k: (k.created_at, _cid_of(k)), reverse=True)[
-                    :keep
-                ]
-            }
-            doomed = [
-                k
-                for k in keys
-                if _tags(k).get(TAG_KIND) in (KIND_CHECKPOINT, KIND_WRITES) and _pair(k) not in kept
-            ]
-            await self._remove(scope, thread_id, doomed)
+            checkpoints = [k for k in keys if _tags(k).get(TAG_KIND) == KIND_CHECKPOINT]
+            order = {k.key: (k.created_at, _cid_of(k)) for k in checkpoints}
+            entries = await self._entries(scope, checkpoints)
+            kept = newest(entries, keep, order)
+            doomed = {k.key for k in checkpoints if k.key not in kept}
+            await self._retire(scope, thread_id, keys, doomed, entries)
 
     async def _copy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
         source_id = _check_thread(source_thread_id)

@@ -21,6 +21,7 @@ from langgraph.types import Command
 
 from foundry_checkpoint import FoundryCheckpointer
 from foundry_checkpoint.cli import app
+from tests.langgraph._delta import chat_graph, human, reference, texts
 
 from .conftest import Cli, build, config
 
@@ -140,6 +141,25 @@ def test_prune_keeps_the_newest(cli: Cli, seeded: dict[str, list[str]]) -> None:
     assert refused.exit_code == 2
     assert "--keep" in _one_error_line(refused.stderr)
     assert len(cli.json("history", "t2")["checkpoints"]) == 3
+
+
+def test_prune_keeps_a_delta_channel_conversation(cli: Cli) -> None:
+    """Through the command line as through the saver: the kept checkpoint carries the history
+    its DeltaChannel is rebuilt from, and has no parent."""
+    with cli.saver() as saver:
+        graph = chat_graph(saver)
+        for turn in range(3):
+            graph.invoke(human(turn), config("delta"))
+        before = texts(graph.get_state(config("delta")).values["messages"])
+    data = cli.json("prune", "delta")
+    assert data["after"] == 1 and data["deleted"] > 5
+    [kept] = cli.json("history", "delta")["checkpoints"]
+    assert kept["parent_checkpoint_id"] is None
+    with cli.saver() as saver:
+        graph = chat_graph(saver)
+        assert texts(graph.get_state(config("delta")).values["messages"]) == before
+        out = graph.invoke(human(3), config("delta"))
+        assert texts(out["messages"]) == reference(4)
 
 
 def _sqlite_threads(path: Path) -> None:

@@ -2,16 +2,18 @@
 
 from __future__ import annotations
 
-import asyncio
+import hashlib
 import os
 import uuid
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
 from langgraph.checkpoint.base import empty_checkpoint
 
-from foundry_checkpoint import AzureBlobSpill, FoundryCheckpointer
+from foundry_checkpoint import AzureBlobSpill, FoundryCheckpointer, LocalSpill
+from foundry_checkpoint._core import DEFAULT_GC_GRACE_SECONDS
 from tests.langgraph._util import cfg
 
 VALUE = 300 * 1024  # above the 256 KiB per-channel spill threshold, below the item limit
@@ -101,6 +103,8 @@ def test_prune_and_delete_remove_only_unreferenced_blobs(
     assert _blobs(saver, "gc") == 3
     saver.prune(["gc"], strategy="keep_latest")
     assert len(list(saver.list(cfg("gc")))) == 1
+    assert _blobs(saver, "gc") == 3  # written within the gc grace: left to gc
+    assert len(saver.gc(grace_seconds=0).deleted) == 2
     assert _blobs(saver, "gc") == 1  # c: still referenced by the kept (carried) checkpoint
     assert _big(saver, "gc") == c
     assert _big(spill_saver(), "gc") == c  # a new instance reads it too
@@ -120,7 +124,9 @@ def test_delete_for_runs_keeps_blobs_still_referenced(
     saver.delete_for_runs(["r2"])
     assert _blobs(saver, "runs") == 2  # b is still referenced by r3's (carried) checkpoint
     saver.delete_for_runs(["r3"])
-    assert _blobs(saver, "runs") == 1  # nothing references b any more
+    assert _blobs(saver, "runs") == 2  # nothing references b any more, but it is recent
+    assert len(saver.gc(grace_seconds=0).deleted) == 1
+    assert _blobs(saver, "runs") == 1
     assert [t.checkpoint["id"] for t in saver.list(cfg("runs"))] == [ids[3], ids[0]]
     assert _big(saver, "runs", ids[0]) == a and _big(saver, "runs") == a
     # The thread goes on: a put after the deletions carries from its (re-read) parent.
@@ -211,50 +217,39 @@ def test_prune_keeps_the_newest_n_per_namespace(
     assert len(list(saver.list(cfg("keep-n")))) == 4
 
 
-class _WriterDuringCollection:
-    """A spill store that lets a "concurrent writer" upload a blob just as prune lists them."""
-
-    def __init__(self, inner: Any) -> None:
-        self.inner = inner
-        self.late: tuple[str, bytes] | None = None
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self.inner, name)
-
-    async def list(self, namespace: str) -> Any:
-        if self.late is not None:
-            import hashlib
-
-            digest, data = self.late
-            assert digest == hashlib.sha256(data).hexdigest()
-            await asyncio.sleep(1.1)  # blob timestamps may have whole-second resolution
-            await self.inner.put(namespace, digest, data)
-        return await self.inner.list(namespace)
+def _age_blobs(root: Path, digests: set[str], seconds: float) -> None:
+    """Move the modification time of ``LocalSpill`` blobs ``seconds`` into the past."""
+    for path in root.rglob("*"):
+        if path.is_file() and path.name in digests:
+            st = path.stat()
+            os.utime(path, (st.st_atime - seconds, st.st_mtime - seconds))
 
 
-def test_prune_leaves_a_blob_a_concurrent_writer_just_uploaded(
-    spill_saver: Callable[..., FoundryCheckpointer], store_env: Any
+def test_prune_deletes_only_unreferenced_blobs_older_than_the_gc_grace(
+    make_saver: Callable[..., FoundryCheckpointer], store_env: Any
 ) -> None:
-    import hashlib
-
-    from foundry_checkpoint import LocalSpill
-
-    base = spill_saver()  # the mode's spill store, to wrap
-    inner = base._core.spill if store_env.mode == "hosted" else LocalSpill(store_env.root / "sp")
-    spill = _WriterDuringCollection(inner)
-    saver = spill_saver(spill=spill)
+    """A writer stores its blob, then its item: a blob modified within the gc grace may belong
+    to an item not written yet, so prune leaves it to gc; an older one nothing references goes.
+    """
+    saver = make_saver(spill=LocalSpill(store_env.root / "sp"))
     a, b = os.urandom(VALUE), os.urandom(VALUE)
     _chain(saver, "race", [a, b])
     in_flight = os.urandom(VALUE)
-    spill.late = (hashlib.sha256(in_flight).hexdigest(), in_flight)
+    digest = {x: hashlib.sha256(x).hexdigest() for x in (a, b, in_flight)}
+
+    async def upload() -> None:  # a writer that stored its blob and has not written its item
+        ns = await (await saver._core.scope("race")).namespace(create=False)
+        assert ns is not None and saver._core.spill is not None
+        await saver._core.spill.put(ns, digest[in_flight], in_flight)
+
+    saver._core.run(upload())
+    _age_blobs(store_env.root / "sp", {digest[a], digest[b]}, DEFAULT_GC_GRACE_SECONDS + 60)
     saver.prune(["race"], keep=1)
 
-    async def digests() -> set[str]:
+    async def left() -> set[str]:
         ns = await (await saver._core.scope("race")).namespace(create=False)
-        assert ns is not None
-        return {blob.digest for blob in await inner.list(ns)}
+        assert ns is not None and saver._core.spill is not None
+        return {blob.digest for blob in await saver._core.spill.list(ns)}
 
-    left = saver._core.run(digests())
-    assert hashlib.sha256(in_flight).hexdigest() in left  # not taken: it may be in flight
+    assert saver._core.run(left()) == {digest[b], digest[in_flight]}
     assert _big(saver, "race") == b
-    assert len(left) == 2  # a's blob went; b's (referenced) and the late one stay
