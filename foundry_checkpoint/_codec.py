@@ -12,7 +12,9 @@ otherwise ``"raw"``. Integrity is checked on every read:
 
 * ``"raw"`` inline values carry ``"k"``, the CRC-32 of the payload as 8 lowercase hex digits;
 * ``"z"`` inline values rely on the zlib stream's own Adler-32 checksum and structure (a
-  truncated stream or trailing bytes are rejected too);
+  truncated stream or trailing bytes are rejected too), and may inflate to at most
+  :data:`INFLATE_LIMIT` bytes (a payload that would inflate further is spilled instead), so a
+  small item cannot make a reader allocate without bound;
 * references carry the sha256 of the stored (possibly compressed) blob, which is also its
   content-addressed name, and ``"n"``, the size of the *decoded* payload, checked after
   decompression (and used to bound it).
@@ -57,6 +59,7 @@ from .spill import SpillStore
 
 __all__ = [
     "FORMAT",
+    "INFLATE_LIMIT",
     "INLINE_BUDGET",
     "ITEM_LIMIT",
     "decode",
@@ -74,6 +77,12 @@ item limit, so that the request envelope and any server-side accounting differen
 
 FORMAT: Final = 1
 """The value format written by this version (the ``"v"`` field)."""
+
+INFLATE_LIMIT: Final = 16 * ITEM_LIMIT
+"""Largest payload an inline compressed value may inflate to (16 item limits). Larger payloads
+are spilled even when their compressed form would fit an item, and an inline value inflating
+beyond it is refused as corrupt after at most this much output. A spilled value is bounded by
+the size recorded in its reference instead."""
 
 _RAW: Final = "raw"
 _ZLIB: Final = "z"
@@ -187,7 +196,7 @@ async def encode(
 
     skeleton = {**_inline_value(codec, payload, ""), **fields}
     inline_size = _request_size(key, skeleton, tags) + _b64_len(len(stored))
-    if inline_size <= INLINE_BUDGET:
+    if inline_size <= INLINE_BUDGET and (codec == _RAW or len(payload) <= INFLATE_LIMIT):
         skeleton["d"] = await _cpu(len(stored), lambda: base64.b64encode(stored).decode("ascii"))
         return skeleton
 
@@ -223,16 +232,18 @@ def _corrupt(where: str, why: str) -> CorruptPayloadError:
     )
 
 
-def _inflate(where: str, data: bytes, limit: int | None) -> bytes:
-    """Decompress one complete zlib stream (at most ``limit`` bytes when given)."""
+def _inflate(where: str, data: bytes, limit: int, what: str) -> bytes:
+    """Decompress one complete zlib stream of at most ``limit`` bytes (``what`` names it).
+
+    Never produces more than ``limit + 1`` bytes: the stream is refused as soon as it exceeds.
+    """
     inflater = zlib.decompressobj()
     try:
-        if limit is None:
-            out = inflater.decompress(data)
-        else:
-            out = inflater.decompress(data, limit + 1)
-            if len(out) > limit:
-                raise _corrupt(where, f"the payload inflates beyond its recorded size {limit}")
+        out = inflater.decompress(data, limit + 1)
+        if len(out) > limit:
+            raise _corrupt(where, f"the payload inflates beyond {what} ({limit:,} bytes)")
+        if inflater.unconsumed_tail:  # cannot happen below the limit; never flush it unbounded
+            raise _corrupt(where, "the zlib stream has input left past its end")
         out += inflater.flush()
     except zlib.error as exc:
         raise _corrupt(where, f"bad zlib data ({exc})") from None
@@ -278,7 +289,9 @@ async def decode(
         except (binascii.Error, ValueError) as exc:
             raise _corrupt(where, f"bad base64 ({exc})") from None
         if codec == _ZLIB:
-            return await _cpu(len(stored), lambda: _inflate(where, stored, None))
+            return await _cpu(
+                len(stored), lambda: _inflate(where, stored, INFLATE_LIMIT, "the inline limit")
+            )
         check = value.get("k")
         if not isinstance(check, str) or not _CRC_RE.fullmatch(check):
             raise _corrupt(where, "the raw inline payload has no valid CRC-32 field")
@@ -309,7 +322,9 @@ async def decode(
     if actual != digest:
         raise _corrupt(where, f"spilled blob {digest} hashes to {actual}")
     if codec == _ZLIB:
-        payload = await _cpu(len(stored), lambda: _inflate(where, stored, size))
+        payload = await _cpu(
+            len(stored), lambda: _inflate(where, stored, size, "its recorded size")
+        )
     else:
         payload = stored
     if len(payload) != size:

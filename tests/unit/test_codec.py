@@ -136,7 +136,8 @@ async def _spill_encode(payload: bytes, spill: RecordingSpill, key: str = KEY) -
         (2 * MB, "random", "spill", "raw"),
         (2 * MB, "text", "inline", "z"),
         (50 * MB, "random", "spill", "raw"),
-        (50 * MB, "text", "inline", "z"),  # compresses far below the budget: stays inline
+        (16 * MB, "text", "inline", "z"),  # compresses far below the budget: stays inline
+        (50 * MB, "text", "spill", "z"),  # would fit, but inflates past INFLATE_LIMIT: spilled
         (8 * MB, "hex", "spill", "z"),  # compressible, but not enough to fit: spills compressed
     ],
 )

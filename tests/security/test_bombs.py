@@ -1,0 +1,125 @@
+"""Decompression bombs: a small tampered item cannot make a reader allocate without bound.
+
+An inline compressed item of under 700 KB that inflates to 512 MiB, and a spilled blob that
+inflates far past the size its reference records, are planted behind the saver's back. Reading
+raises ``CorruptPayloadError`` and the traced peak allocation stays under a fixed bound (it was
+over 2.5 GiB when inline inflation was unbounded).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import hashlib
+import tracemalloc
+import zlib
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+from langgraph.checkpoint.base import empty_checkpoint
+
+from foundry_checkpoint import CorruptPayloadError, FoundryCheckpointer, LocalSpill
+from foundry_checkpoint._codec import INFLATE_LIMIT, decode, encode
+from foundry_checkpoint._lg_records import checkpoint_key
+from tests.langgraph._util import cfg
+
+_BOUND = 3 * INFLATE_LIMIT  # 48 MiB: the limit, one growth step of the output buffer, slack
+_T = TypeVar("_T")
+
+
+def _zeros_stream(mib: int) -> bytes:
+    """A zlib stream of ``mib`` MiB of zeros, built without holding the zeros."""
+    packer = zlib.compressobj(9)
+    chunk = bytes(1 << 20)
+    parts = [packer.compress(chunk) for _ in range(mib)]
+    return b"".join([*parts, packer.flush()])
+
+
+BOMB = _zeros_stream(512)
+
+
+def _peak(call: Callable[[], _T]) -> tuple[_T | BaseException, int]:
+    """``call()``'s result (or the exception it raised) and the traced peak allocation."""
+    tracemalloc.start()
+    try:
+        result: _T | BaseException = call()
+    except Exception as exc:
+        result = exc
+    finally:
+        peak = tracemalloc.get_traced_memory()[1]
+        tracemalloc.stop()
+    return result, peak
+
+
+def test_the_bomb_is_small_and_large() -> None:
+    assert len(BOMB) < 600_000
+    assert INFLATE_LIMIT * 30 < 512 * (1 << 20)
+
+
+def test_an_inline_bomb_is_refused_within_the_bound() -> None:
+    value = {"v": 1, "c": "z", "d": base64.b64encode(BOMB).decode("ascii")}
+    result, peak = _peak(lambda: asyncio.run(decode(value, spill=None, namespace=None, where="x")))
+    assert isinstance(result, CorruptPayloadError), result
+    assert "inflates beyond" in str(result)
+    assert peak < _BOUND, peak
+
+
+def test_a_payload_above_the_inflate_limit_is_spilled_not_inlined(tmp_path: Any) -> None:
+    payload = bytes(INFLATE_LIMIT + 1)  # compresses to a few KB, still never inline
+    spill = LocalSpill(tmp_path, fsync=False)
+    namespace = "p/" + "0" * 32
+    value = asyncio.run(
+        encode(payload, key="k", tags=None, extra=None, spill=spill, namespace=namespace, where="x")
+    )
+    assert "d" not in value and value["n"] == len(payload)
+    assert asyncio.run(decode(value, spill=spill, namespace=namespace, where="x")) == payload
+
+
+def _plant(env: Any, change: Callable[[Any, dict[str, Any]], dict[str, Any]]) -> None:
+    """One checkpoint on thread ``t1``, its item value then replaced by ``change(scope, value)``."""
+    with FoundryCheckpointer(**env.kwargs(spill=LocalSpill(env.root / "spill"))) as saver:
+        checkpoint = empty_checkpoint()
+        config = saver.put(cfg("t1"), checkpoint, {"source": "loop", "step": 1}, {})
+        key = checkpoint_key("", config["configurable"]["checkpoint_id"])
+
+        async def go() -> None:
+            scope = await saver._core.scope("t1")
+            item = await scope.store.get_item(key)
+            assert item is not None
+            new = await _maybe(change(scope, dict(item.value)))
+            await scope.store.set_item(key, new, tags=dict(item.tags or {}))
+
+        saver._core.run(go())
+
+
+async def _maybe(value: Any) -> Any:
+    return await value if asyncio.iscoroutine(value) else value
+
+
+def _read_peak(env: Any) -> tuple[object, int]:
+    with FoundryCheckpointer(**env.kwargs(spill=LocalSpill(env.root / "spill"))) as reader:
+        return _peak(lambda: reader.get_tuple(cfg("t1")))
+
+
+def test_an_inline_bomb_in_the_store(store_env: Any) -> None:
+    bomb = {"v": 1, "c": "z", "d": base64.b64encode(BOMB).decode("ascii")}
+    _plant(store_env, lambda scope, value: bomb)
+    result, peak = _read_peak(store_env)
+    assert isinstance(result, CorruptPayloadError), result
+    assert peak < _BOUND, peak
+
+
+def test_a_spilled_bomb_is_bounded_by_its_recorded_size(store_env: Any) -> None:
+    digest = hashlib.sha256(BOMB).hexdigest()
+
+    async def change(scope: Any, value: dict[str, Any]) -> dict[str, Any]:
+        namespace = await scope.namespace(create=True)
+        spill = LocalSpill(store_env.root / "spill")
+        await spill.put(namespace, digest, BOMB)
+        return {"v": 1, "c": "z", "s": digest, "n": 1000}
+
+    _plant(store_env, change)
+    result, peak = _read_peak(store_env)
+    assert isinstance(result, CorruptPayloadError), result
+    assert "recorded size" in str(result)
+    assert peak < 8 * len(BOMB), peak  # the blob itself, a copy or two; never the inflation
