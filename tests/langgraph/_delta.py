@@ -34,9 +34,7 @@ class Chat(TypedDict):
 class SnapshotChat(TypedDict):
     """A snapshot every third update: values are rebuilt from a snapshot plus writes."""
 
-    messages: Annotated[
-        list[AnyMessage], DeltaChannel(add_message_batches, snapshot_frequency=3)
-    ]
+    messages: Annotated[list[AnyMessage], DeltaChannel(add_message_batches, snapshot_frequency=3)]
 
 
 def chat_type(snapshot_frequency: int) -> Any:
@@ -46,6 +44,7 @@ def chat_type(snapshot_frequency: int) -> Any:
 
 def reply(tag: str) -> Callable[[Any], dict[str, list[AnyMessage]]]:
     """A node that answers ``"<tag> <messages so far>"`` (its id says the same)."""
+
     def run(state: Any) -> dict[str, list[AnyMessage]]:
         n = len(state["messages"])
         return {"messages": [AIMessage(f"{tag} {n}", id=f"{tag}-{n}")]}
