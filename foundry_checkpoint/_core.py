@@ -59,7 +59,7 @@ from azure.core.exceptions import ServiceRequestError, ServiceResponseError
 from . import _codec
 from ._local_store import DEFAULT_USER, default_state_root
 from ._loop import LoopThread
-from ._naming import check_identifier, item_key, store_name, validate_prefix
+from ._naming import check_identifier, check_user_id, item_key, store_name, validate_prefix
 from ._protocol import ItemKey, StateStoreLike
 from .errors import (
     CheckpointTooLargeError,
@@ -425,7 +425,7 @@ class CheckpointCore:
                 f"local_backend must be 'sqlite' or 'sdk', got {local_backend!r}"
             )
         if user_id is not None:
-            check_identifier(user_id, "user_id")
+            check_user_id(user_id)
         self.item_ttl_seconds = item_ttl_seconds
         self._credential = credential
         self._endpoint = endpoint

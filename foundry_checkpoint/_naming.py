@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import hashlib
 import re
+import unicodedata
 from typing import Final
 
 from .errors import InvalidIdentifierError
@@ -27,6 +28,8 @@ __all__ = [
     "MAX_NAME",
     "MAX_TAG_VALUE",
     "check_identifier",
+    "check_text",
+    "check_user_id",
     "escape",
     "fit",
     "item_key",
@@ -45,15 +48,68 @@ _ESCAPED_RE: Final = re.compile(r"(?:[A-Za-z0-9_.-]|~[0-9a-f]{2})*")
 _RUN_RE: Final = re.compile(r"(?:~[0-9a-f]{2})+")
 
 
-def check_identifier(value: object, what: str) -> str:
-    """Return ``value`` if it is a non-empty string, else raise :class:`InvalidIdentifierError`."""
+def check_text(value: object, what: str) -> str:
+    """Return ``value`` if it is a string UTF-8 can encode (no lone surrogates), else raise.
+
+    Example:
+        >>> check_text("", "checkpoint_ns")
+        ''
+        >>> check_text("a\ud800", "checkpoint_ns")
+        Traceback (most recent call last):
+        ...
+        foundry_checkpoint.errors.InvalidIdentifierError: checkpoint_ns 'a\ud800' ...
+    """
     if not isinstance(value, str):
         raise InvalidIdentifierError(
             f"{what} must be a string, got {type(value).__name__}: {value!r}"
         )
-    if not value:
-        raise InvalidIdentifierError(f"{what} must be a non-empty string")
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise InvalidIdentifierError(
+            f"{what} {value!r} holds a lone surrogate, which no store name, key or request can "
+            "carry; pass valid Unicode text"
+        ) from None
     return value
+
+
+def check_identifier(value: object, what: str) -> str:
+    """Return ``value`` if it is a non-empty string of valid Unicode, else raise.
+
+    Raises :class:`InvalidIdentifierError` for anything else (lone surrogates included).
+    """
+    if not check_text(value, what):
+        raise InvalidIdentifierError(f"{what} must be a non-empty string")
+    return str(value)
+
+
+def check_user_id(value: object) -> str:
+    """Return ``value`` if it can name a user the same way locally and hosted, else raise.
+
+    Control characters (they would break the ``x-ms-user-id`` header) and surrounding
+    whitespace (HTTP trims it, so ``"alice "`` would be ``"alice"`` hosted but another
+    partition locally) are refused with :class:`InvalidIdentifierError`.
+
+    Example:
+        >>> check_user_id("Alice Smith")
+        'Alice Smith'
+        >>> check_user_id("alice ")
+        Traceback (most recent call last):
+        ...
+        foundry_checkpoint.errors.InvalidIdentifierError: user_id 'alice ' ...
+    """
+    text = check_identifier(value, "user_id")
+    if any(unicodedata.category(c) == "Cc" for c in text):
+        raise InvalidIdentifierError(
+            f"user_id {text!r} holds control characters; it is sent as an HTTP header in hosted "
+            "mode. Pass the user's stable id without them"
+        )
+    if text != text.strip():
+        raise InvalidIdentifierError(
+            f"user_id {text!r} has surrounding whitespace, which HTTP trims in hosted mode (so "
+            "it would name another user there than here); strip it"
+        )
+    return text
 
 
 def escape(value: str) -> str:
@@ -96,12 +152,24 @@ def fit(escaped: str, limit: int) -> str:
 
 
 def validate_prefix(prefix: object) -> str:
-    """Check a store prefix: 1-48 characters of ``[A-Za-z0-9_.-]`` segments joined by ``/``."""
+    """Check a store prefix: 1-48 characters of ``[A-Za-z0-9_.-]`` segments joined by ``/``.
+
+    No segment may be ``.`` or ``..`` (the prefix also names spill folders and blob paths).
+
+    Example:
+        >>> validate_prefix("team-a/langgraph")
+        'team-a/langgraph'
+    """
     text = check_identifier(prefix, "store_prefix")
     if len(text) > _MAX_PREFIX or not _PREFIX_RE.fullmatch(text):
         raise InvalidIdentifierError(
             f"store_prefix {text!r} must be 1-{_MAX_PREFIX} characters of [A-Za-z0-9_.-] "
             "segments separated by '/'"
+        )
+    if any(segment in (".", "..") for segment in text.split("/")):
+        raise InvalidIdentifierError(
+            f"store_prefix {text!r} has a '.' or '..' segment; the prefix also names spill "
+            "folders and blob paths, so use another name"
         )
     return text
 

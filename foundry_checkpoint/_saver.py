@@ -87,7 +87,7 @@ from ._lg_records import (
     writes_key,
 )
 from ._lifecycle import CoreOwner
-from ._naming import check_identifier, tag_value, unescape
+from ._naming import check_identifier, check_text, tag_value, unescape
 from ._protocol import ItemKey
 from ._serde import StrictSerializer
 from .errors import (
@@ -193,11 +193,14 @@ def _check_thread(thread_id: object) -> str:
     return check_identifier(thread_id, "thread_id")
 
 
+def _wanted_id(config: RunnableConfig) -> str | None:
+    """The config's ``checkpoint_id`` (None when absent), checked to be encodable text."""
+    wanted = get_checkpoint_id(config)
+    return None if wanted is None else check_text(wanted, "checkpoint_id")
+
+
 def _namespace(conf: Mapping[str, Any]) -> str:
-    ns = conf.get("checkpoint_ns") or ""
-    if not isinstance(ns, str):
-        raise InvalidIdentifierError(f"checkpoint_ns must be a string, got {ns!r}")
-    return ns
+    return check_text(conf.get("checkpoint_ns") or "", "checkpoint_ns")
 
 
 def _matches(metadata: Mapping[str, Any], wanted: Mapping[str, Any]) -> bool:
@@ -544,7 +547,7 @@ class FoundryCheckpointer(CoreOwner, BaseCheckpointSaver[str]):
         thread_id = _thread_id(config)
         conf = _configurable(config)
         ns = _namespace(conf)
-        wanted = get_checkpoint_id(config)
+        wanted = _wanted_id(config)
         scope = await self._core.scope(thread_id, create=False)
         if scope is None:
             return None
@@ -564,7 +567,7 @@ class FoundryCheckpointer(CoreOwner, BaseCheckpointSaver[str]):
         if record is None:
             return None
         writes = await self._pending_writes(scope, ns, record.checkpoint_id, None)
-        metadata = self._loads(record.metadata)
+        metadata = self._loads_dict(record.metadata, "metadata")
         result = await self._tuple(scope, thread_id, record, metadata, writes)
         self._state(thread_id).heads[ns] = record
         return result
@@ -581,6 +584,16 @@ class FoundryCheckpointer(CoreOwner, BaseCheckpointSaver[str]):
                 f"{type(exc).__name__}: {exc}. Nothing was called from it."
             ) from exc
 
+    def _loads_dict(self, typed: tuple[str, bytes], what: str) -> Any:
+        """:meth:`_loads` of a value that must be a mapping (a checkpoint, its metadata)."""
+        value = self._loads(typed)
+        if not isinstance(value, dict):
+            raise CorruptPayloadError(
+                f"A stored {what} decodes to a {type(value).__name__}, not a mapping; the item "
+                "was changed outside foundry-checkpoint"
+            )
+        return value
+
     async def _tuple(
         self,
         scope: Scope,
@@ -589,7 +602,7 @@ class FoundryCheckpointer(CoreOwner, BaseCheckpointSaver[str]):
         metadata: CheckpointMetadata,
         writes: builtins.list[PendingWrite],
     ) -> CheckpointTuple:
-        checkpoint: Checkpoint = self._loads(record.checkpoint)
+        checkpoint: Checkpoint = self._loads_dict(record.checkpoint, "checkpoint")
         checkpoint["channel_values"] = await self._load_values(scope, record)
         ns = record.ns
         parent: RunnableConfig | None = None
@@ -713,11 +726,11 @@ class FoundryCheckpointer(CoreOwner, BaseCheckpointSaver[str]):
             ns = conf.get("checkpoint_ns")
             if ns is not None:
                 tags[TAG_NS] = ns_tag(_namespace(conf))
-            if wanted_id := get_checkpoint_id(config):
+            if wanted_id := _wanted_id(config):
                 tags[TAG_ID] = id_tag(wanted_id)
         else:
             threads = [t for t in await self._core.scope_ids() if t is not None]
-        before_id = get_checkpoint_id(before) if before else None
+        before_id = _wanted_id(before) if before else None
         plan = _ListPlan([], wanted, limit, covered)
         if limit is not None and limit <= 0:
             plan.done = True
@@ -751,7 +764,7 @@ class FoundryCheckpointer(CoreOwner, BaseCheckpointSaver[str]):
         for cand, record in zip(chunk, records, strict=True):
             if record is None:
                 continue
-            metadata: CheckpointMetadata = self._loads(record.metadata)
+            metadata: CheckpointMetadata = self._loads_dict(record.metadata, "metadata")
             if _matches(metadata, plan.filter):
                 matched.append((cand, record, metadata))
         if remaining is not None:
@@ -1168,7 +1181,7 @@ class FoundryCheckpointer(CoreOwner, BaseCheckpointSaver[str]):
             return {}
         thread_id = _thread_id(config)
         ns = _namespace(_configurable(config))
-        wanted = get_checkpoint_id(config)
+        wanted = _wanted_id(config)
         scope = await self._core.scope(thread_id, create=False)
         if scope is None:
             return {name: {"writes": []} for name in channels}

@@ -8,6 +8,7 @@ every other checkpoint of the thread must read back exactly as before. Runs in b
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -16,17 +17,26 @@ from typing import Any, Protocol
 
 import pytest
 from langchain_core.runnables import RunnableConfig
-from langgraph.checkpoint.base import CheckpointTuple
+from langgraph.checkpoint.base import CheckpointTuple, empty_checkpoint
 from langgraph.graph import END, START, StateGraph
 from typing_extensions import TypedDict
 
 from foundry_checkpoint import (
     CorruptPayloadError,
     FoundryCheckpointer,
+    InvalidIdentifierError,
     LocalSpill,
     MissingBlobError,
 )
-from foundry_checkpoint._lg_records import checkpoint_key, unpack_checkpoint, writes_key
+from foundry_checkpoint._codec import encode_inline
+from foundry_checkpoint._lg_records import (
+    checkpoint_key,
+    pack_checkpoint,
+    unpack_checkpoint,
+    writes_key,
+)
+from foundry_checkpoint_maf import FoundryCheckpointStorage
+from foundry_checkpoint_maf._payload import encode_payload
 
 from ._worker import big_value
 
@@ -240,3 +250,136 @@ def test_corrupt_blob(thread: Thread, store_env: Any) -> None:
     with pytest.raises(CorruptPayloadError):
         thread.read(None)
     thread.others_unchanged(4)
+
+
+# -- bad input, early: every case a typed error ---------------------------------------------
+_LONE = "\ud800"  # a lone surrogate: not encodable as UTF-8
+
+
+def _saver(env: Any, **options: Any) -> FoundryCheckpointer:
+    return FoundryCheckpointer(**env.kwargs(**options))
+
+
+def _one_checkpoint(saver: FoundryCheckpointer, thread: str = "t1") -> RunnableConfig:
+    checkpoint = empty_checkpoint()
+    checkpoint["channel_values"] = {"n": 1}
+    checkpoint["channel_versions"] = {"n": 1}
+    return saver.put(_config(thread), checkpoint, {"source": "loop", "step": 1}, {"n": 1})
+
+
+def _replace_record(saver: FoundryCheckpointer, config: RunnableConfig, **fields: Any) -> None:
+    """Rewrite the checkpoint item of ``config`` with ``fields`` changed in its record."""
+    conf = config["configurable"]
+    key = checkpoint_key(conf["checkpoint_ns"], conf["checkpoint_id"])
+
+    async def go() -> None:
+        scope = await saver._core.scope(conf["thread_id"])
+        item = await scope.store.get_item(key)
+        assert item is not None
+        payload = await scope.decode(item.value, key=key)
+        record = unpack_checkpoint(payload, where=key)
+        changed = dataclasses.replace(record, **fields)
+        value = encode_inline(pack_checkpoint(changed))
+        await scope.store.set_item(key, value, tags=dict(item.tags or {}))
+
+    saver._core.run(go())
+
+
+_CONSTRUCTION_CASES: dict[str, dict[str, Any]] = {
+    "user_id with CR LF": {"user_id": "a\r\nX: y"},
+    "user_id with a NUL": {"user_id": "a\x00b"},
+    "user_id with an escape": {"user_id": "\x1b[2Jbob"},
+    "user_id with a trailing space": {"user_id": "alice "},
+    "user_id with a leading tab": {"user_id": "\talice"},
+    "user_id with a lone surrogate": {"user_id": f"al{_LONE}ice"},
+    "store_prefix '..'": {"store_prefix": ".."},
+    "store_prefix '.'": {"store_prefix": "."},
+    "store_prefix with a '..' segment": {"store_prefix": "a/../b"},
+    "store_prefix with a '.' segment": {"store_prefix": "a/."},
+}
+
+
+@pytest.mark.parametrize("case", list(_CONSTRUCTION_CASES))
+def test_bad_options_are_refused_at_construction(case: str, tmp_path: Path) -> None:
+    with pytest.raises(InvalidIdentifierError):
+        FoundryCheckpointer(**_CONSTRUCTION_CASES[case])
+    with pytest.raises(InvalidIdentifierError):
+        FoundryCheckpointStorage("c", **_CONSTRUCTION_CASES[case])
+    assert not any(tmp_path.iterdir())  # nothing was created
+
+
+def test_an_ordinary_user_id_with_inner_spaces_is_fine(store_env: Any) -> None:
+    with _saver(store_env, user_id="Alice Smith") as saver:
+        _one_checkpoint(saver)
+        assert saver.get_tuple(_config("t1")) is not None
+
+
+_IDENTIFIER_CASES: dict[str, Callable[[FoundryCheckpointer], object]] = {
+    "thread id, get_tuple": lambda s: s.get_tuple(_config(f"t{_LONE}")),
+    "thread id, put": lambda s: _one_checkpoint(s, f"t{_LONE}"),
+    "thread id, list": lambda s: list(s.list(_config(f"t{_LONE}"))),
+    "thread id, delete_thread": lambda s: s.delete_thread(f"t{_LONE}"),
+    "checkpoint id, get_tuple": lambda s: s.get_tuple(_config("t1", f"c{_LONE}")),
+    "namespace, get_tuple": lambda s: s.get_tuple(
+        {"configurable": {"thread_id": "t1", "checkpoint_ns": f"n{_LONE}"}}
+    ),
+    "namespace, put": lambda s: s.put(
+        {"configurable": {"thread_id": "t1", "checkpoint_ns": f"n{_LONE}"}},
+        empty_checkpoint(),
+        {"source": "loop", "step": 1},
+        {},
+    ),
+    "task id, put_writes": lambda s: s.put_writes(_one_checkpoint(s), [("n", 2)], f"k{_LONE}"),
+}
+
+
+@pytest.mark.parametrize("case", list(_IDENTIFIER_CASES))
+def test_identifiers_with_lone_surrogates_are_refused(store_env: Any, case: str) -> None:
+    with _saver(store_env) as saver, pytest.raises(InvalidIdentifierError):
+        _IDENTIFIER_CASES[case](saver)
+
+
+async def test_maf_context_id_with_a_lone_surrogate_is_refused(store_env: Any) -> None:
+    with pytest.raises(InvalidIdentifierError):
+        FoundryCheckpointStorage(f"c{_LONE}", **store_env.kwargs())
+
+
+_RECORD_CASES: dict[str, dict[str, Any]] = {
+    "checkpoint that is not a mapping": {"checkpoint": ("msgpack", b"\x93\x01\x02\x03")},
+    "metadata that is not a mapping": {"metadata": ("msgpack", b"\xa3abc")},
+    "malformed msgpack": {"checkpoint": ("msgpack", b"\xc1\xc1")},
+    "unknown serializer type": {"metadata": ("yaml", b"a: 1")},
+    "pickle value (no pickle fallback)": {"checkpoint": ("pickle", b"\x80\x04N.")},
+    "truncated msgpack": {"metadata": ("msgpack", b"\x85\xa1a")},
+}
+
+
+@pytest.mark.parametrize("case", list(_RECORD_CASES))
+def test_bad_records_are_corrupt_payloads(store_env: Any, case: str) -> None:
+    with _saver(store_env) as saver:
+        config = _one_checkpoint(saver)
+        _replace_record(saver, config, **_RECORD_CASES[case])
+        with pytest.raises(CorruptPayloadError):
+            saver.get_tuple(config)
+        with pytest.raises(CorruptPayloadError):
+            saver.get_tuple(_config("t1"))
+        with pytest.raises(CorruptPayloadError):
+            list(saver.list(_config("t1")))
+
+
+async def test_maf_nesting_too_deep_is_a_corrupt_payload(store_env: Any) -> None:
+    from agent_framework import WorkflowCheckpoint
+
+    async with FoundryCheckpointStorage("c", **store_env.kwargs()) as storage:
+        checkpoint = WorkflowCheckpoint(workflow_name="wf", graph_signature_hash="h")
+        cid = checkpoint.checkpoint_id
+        _, tags, extra = storage._prepare(checkpoint, cid)
+        deep = encode_payload(checkpoint).replace(
+            b'"state":{}', b'"state":' + b"[" * 100_000 + b"]" * 100_000
+        )
+        assert deep != encode_payload(checkpoint)
+        await storage._run(storage._write(cid, deep, tags, extra))
+        with pytest.raises(CorruptPayloadError):
+            await storage.load(cid)
+        with pytest.raises(CorruptPayloadError):
+            await storage.load_with_hash(cid)
