@@ -54,10 +54,10 @@ def check_text(value: object, what: str) -> str:
     Example:
         >>> check_text("", "checkpoint_ns")
         ''
-        >>> check_text("a\ud800", "checkpoint_ns")
+        >>> check_text(chr(0xD800), "checkpoint_ns")
         Traceback (most recent call last):
         ...
-        foundry_checkpoint.errors.InvalidIdentifierError: checkpoint_ns 'a\ud800' ...
+        foundry_checkpoint.errors.InvalidIdentifierError: checkpoint_ns ... lone surrogate, ...
     """
     if not isinstance(value, str):
         raise InvalidIdentifierError(
