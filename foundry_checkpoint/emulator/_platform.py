@@ -34,11 +34,13 @@ IDENTITY_PATH: Final = "/msi/token"
 AGENT_IDENTITY: Final = "hosted-agent"
 _TOKEN_LIFETIME_SECONDS: Final = 3600
 
-#: Turn off the usage telemetry ("statsbeat"/SDKStats) the agentserver hosts start, which
-#: otherwise tries to reach Azure Monitor from the process.
+#: Turn off what the agentserver hosts' telemetry setup reaches out for even without a
+#: connection string: usage statistics ("statsbeat"/SDKStats) and the Azure Monitor control
+#: plane, which polls https://settings.sdk.monitor.azure.com for remote configuration.
 _TELEMETRY_OFF: Final = {
     "APPLICATIONINSIGHTS_STATSBEAT_DISABLED_ALL": "true",
     "MICROSOFT_OTEL_SDKSTATS_DISABLED": "true",
+    "APPLICATIONINSIGHTS_CONTROLPLANE_DISABLED": "true",
 }
 
 

@@ -8,14 +8,18 @@ a server is killed mid-conversation and a new process carries on from the store,
 
 from __future__ import annotations
 
+import hashlib
+import uuid
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
+
+from azure.storage.blob import BlobServiceClient
 
 from .conftest import Host, Platform
 
 APP = "langgraph_agent:app"
 THREAD = "main"  # every user's conversation has the same thread id
-USERS = ["alice", "bob", "carol", "dave", "erin", "frank"]
+USERS = ["alice", "bob", *(f"user{n:02}" for n in range(18))]  # 20 users, served at once
 
 
 def talk(host: Host, user: str, body: dict[str, Any]) -> dict[str, Any]:
@@ -76,7 +80,7 @@ def test_users_share_a_thread_id_across_a_crash_and_an_interrupt(platform: Platf
             *turn(1, f"hello from {user}"),
             *turn(2, f"{user} again"),
         ]
-    # A user who never wrote to "main" finds nothing there, although six others did.
+    # A user who never wrote to "main" finds nothing there, although twenty others did.
     assert talk(host, "grace", {"action": "state"}) == {
         "thread_id": THREAD,
         "messages": [],
@@ -106,3 +110,28 @@ def test_interrupt_survives_two_restarts_and_one_users_delete_spares_the_others(
     assert kept["messages"] == [*turn(1, "refund for bob"), "agent: refund declined"]
     assert talk(host, "bob", {"message": "thanks"})["messages"][-2:] == turn(2, "thanks")
     assert talk(host, "alice", {"message": "hello"})["messages"] == turn(1, "hello")
+
+
+def test_spilled_values_of_users_sharing_a_thread_id(platform: Platform, azurite: Any) -> None:
+    """Values over the inline limit go to one blob container shared by every user."""
+    container = f"hosts-{uuid.uuid4().hex[:12]}"
+    platform.env["FOUNDRY_CHECKPOINT_BLOB_CONNECTION_STRING"] = azurite.connection_string
+    platform.env["FOUNDRY_CHECKPOINT_BLOB_CONTAINER"] = container
+    big = {user: hashlib.sha256(user.encode()).hexdigest() * 10_000 for user in ("alice", "bob")}
+    host = platform.start(APP)
+    said = everyone(host, ["alice", "bob"], lambda user: {"message": big[user]})
+    for user in ("alice", "bob"):
+        assert said[user]["messages"] == turn(1, big[user])
+    with BlobServiceClient.from_connection_string(azurite.connection_string) as service:
+        blobs = list(service.get_container_client(container).list_blobs())
+    assert len(blobs) >= 2  # spilled, in the one shared container
+
+    assert talk(host, "alice", {"action": "delete"})["messages"] == []
+    host.kill()
+    host = platform.start(APP)
+    kept = talk(host, "bob", {"action": "state"})
+    assert kept["messages"] == turn(1, big["bob"])  # read back through the spill store, intact
+    assert talk(host, "bob", {"message": "still there?"})["messages"][-2:] == turn(
+        2, "still there?"
+    )
+    assert talk(host, "alice", {"action": "state"})["messages"] == []

@@ -24,7 +24,12 @@ from .conftest import Host, Platform
 APP = "maf_agent:app"
 WORKFLOW = "expense-approval"
 CONVERSATION = "conv_expenses"  # every user's conversation has the same id
-CLAIMS = {"alice": "taxi 38 EUR", "bob": "hotel 120 EUR", "carol": "lunch 25 EUR"}
+CLAIMS = {
+    "alice": "taxi 38 EUR",
+    "bob": "hotel 120 EUR",
+    "carol": "lunch 25 EUR",
+    **{f"user{n}": f"train {n} EUR" for n in range(7)},
+}  # 10 users, served at once
 
 
 def respond(host: Host, user: str, body: dict[str, Any]) -> dict[str, Any]:
@@ -83,6 +88,7 @@ def as_user(platform: Platform, monkeypatch: pytest.MonkeyPatch) -> Iterator[Any
             credential=platform.emulator.credential(user=reader),
             endpoint=platform.emulator.endpoint,
             connection_verify=platform.emulator.ca_file,
+            allowed_checkpoint_types=["maf_agent:Question"],
         )
         opened.append(made)
         return made
@@ -107,7 +113,7 @@ async def test_users_share_a_conversation_id_and_answer_after_a_crash(
     # Carol cannot answer Bob's question: his call id is not pending in her workflow.
     refused = respond(host, "carol", answer(pending["bob"][0], "yes"))
     assert refused["status"] == "failed"
-    replies = {"alice": "yes", "bob": "no", "carol": "yes"}
+    replies = {user: "no" if user == "bob" else "yes" for user in CLAIMS}
     done = everyone(host, {user: answer(pending[user][0], replies[user]) for user in CLAIMS})
     for user, claim in CLAIMS.items():
         assert text(done[user]) == f"notified: Approve {claim} (claim 1)? -> {replies[user]}"
@@ -129,3 +135,35 @@ async def test_users_share_a_conversation_id_and_answer_after_a_crash(
         workflow_name=WORKFLOW
     )
     assert theirs == []
+
+
+def test_a_pause_answered_after_a_restart_through_previous_response_id(
+    platform: Platform,
+) -> None:
+    def post(host: Host, user: str, body: dict[str, Any]) -> dict[str, Any]:
+        response = host.post(user, "/responses", {"store": True, **body})
+        assert response.status_code == 200, response.text
+        answer: dict[str, Any] = response.json()
+        return answer
+
+    host = platform.start(APP)
+    first = post(host, "alice", {"input": "flight 300 EUR"})
+    call_id, asked = question(first)
+    assert asked == "Approve flight 300 EUR (claim 1)?"
+    host.kill()
+    host = platform.start(APP)
+
+    # Bob cannot continue Alice's response: it is not in his scope.
+    stolen = host.post(
+        "bob",
+        "/responses",
+        {"store": True, "previous_response_id": first["id"], **answer(call_id, "yes")},
+    )
+    assert stolen.status_code == 200
+    assert stolen.json()["status"] == "failed" and stolen.json()["output"] == []
+    done = post(host, "alice", {"previous_response_id": first["id"], **answer(call_id, "yes")})
+    assert text(done) == "notified: Approve flight 300 EUR (claim 1)? -> yes"
+    host.kill()
+    host = platform.start(APP)
+    nxt = post(host, "alice", {"previous_response_id": done["id"], "input": "hotel 90 EUR"})
+    assert question(nxt)[1] == "Approve hotel 90 EUR (claim 2)?"
