@@ -59,7 +59,14 @@ from azure.core.exceptions import ServiceRequestError, ServiceResponseError
 from . import _codec
 from ._local_store import DEFAULT_USER, default_state_root
 from ._loop import LoopThread
-from ._naming import check_identifier, check_user_id, item_key, store_name, validate_prefix
+from ._naming import (
+    check_identifier,
+    check_user_id,
+    checked_spill_namespace,
+    item_key,
+    store_name,
+    validate_prefix,
+)
 from ._protocol import ItemKey, StateStoreLike
 from .errors import (
     CheckpointTooLargeError,
@@ -265,8 +272,9 @@ class Scope:
                     self._touched = time.monotonic()
                 if item is not None:
                     ns = item.value.get("ns") if item.value else None
-                    if isinstance(ns, str):
-                        self._namespace = ns
+                    if ns is not None:
+                        where = self.where(_META_KEY)
+                        self._namespace = checked_spill_namespace(ns, self.core.prefix, where)
         return self._namespace
 
     async def encode(

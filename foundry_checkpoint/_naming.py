@@ -22,7 +22,7 @@ import re
 import unicodedata
 from typing import Final
 
-from .errors import InvalidIdentifierError
+from .errors import CorruptPayloadError, InvalidIdentifierError
 
 __all__ = [
     "MAX_NAME",
@@ -30,6 +30,7 @@ __all__ = [
     "check_identifier",
     "check_text",
     "check_user_id",
+    "checked_spill_namespace",
     "escape",
     "fit",
     "item_key",
@@ -172,6 +173,29 @@ def validate_prefix(prefix: object) -> str:
             "folders and blob paths, so use another name"
         )
     return text
+
+
+def checked_spill_namespace(value: object, prefix: str, where: str) -> str:
+    """``value`` if it has the shape the core writes for ``prefix`` (``<prefix>/<32 hex>``).
+
+    A spill namespace is read back from the store before blobs are read or deleted under it, so
+    a value changed in the store must not steer those operations elsewhere (another prefix,
+    ``..``, a folder of another application). Anything else raises
+    :class:`~foundry_checkpoint.errors.CorruptPayloadError` naming ``where``.
+
+    Example:
+        >>> checked_spill_namespace("lg/" + "0" * 32, "lg", "thread 't'")
+        'lg/00000000000000000000000000000000'
+    """
+    if not isinstance(value, str) or not re.fullmatch(
+        re.escape(prefix) + r"/[0-9a-f]{32}", value
+    ):
+        raise CorruptPayloadError(
+            f"{where}: the stored spill namespace {value!r} is not one this package writes "
+            f"for store_prefix {prefix!r} ('<prefix>/<32 hex digits>'); it was changed outside "
+            "foundry-checkpoint, so no blob is read or deleted under it"
+        )
+    return value
 
 
 def store_name(prefix: str, kind: str, scope: str | None = None) -> str:

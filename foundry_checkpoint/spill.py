@@ -256,7 +256,23 @@ class LocalSpill:
 
     def _path(self, namespace: str, digest: str | None = None) -> Path:
         folder = self._root.joinpath(*_check_namespace(namespace).split("/"))
-        return folder if digest is None else folder / _check_digest(digest)
+        path = folder if digest is None else folder / _check_digest(digest)
+        self._inside(path)
+        return path
+
+    def _inside(self, path: Path) -> None:
+        """Raise unless ``path``, with every symbolic link resolved, lies under the root.
+
+        A symlinked namespace folder or blob (a tampered spill directory) could otherwise make
+        a read, a listing or a delete reach files outside the spill store.
+        """
+        root = os.path.realpath(self._root)
+        real = os.path.realpath(path)
+        if os.path.commonpath([root, real]) != root:
+            raise CorruptPayloadError(
+                f"{path} resolves to {real}, outside the spill directory {root} (a symbolic "
+                "link was placed in it); nothing was read or deleted there"
+            )
 
     async def put(self, namespace: str, digest: str, data: bytes) -> None:
         """Write the blob unless present; refresh its modification time when it is."""
