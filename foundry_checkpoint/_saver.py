@@ -1084,12 +1084,12 @@ class FoundryCheckpointer(CoreOwner, BaseCheckpointSaver[str]):
             if is_call_namespace(ns):
                 owner_tag = tags.get(TAG_OWNER)
                 owner = unescape(owner_tag) if owner_tag else None
-                if owner is None:
-                    if key.key not in owners:
+                if owner is None:  # written before the owner tag: one read per call namespace
+                    if ns not in owners:
                         rec = await record(key)
                         md = self._loads(rec.metadata) if rec is not None else {}
-                        owners[key.key] = call_owner(md.get("parents"))
-                    owner = owners[key.key]
+                        owners[ns] = call_owner(md.get("parents"))
+                    owner = owners[ns]
             out.append(Entry(key.key, ns, cid, parent, owner))
         return out
 

@@ -210,6 +210,35 @@ def test_prune_drops_finished_subgraph_calls_and_clears_parents(
     assert texts(out["messages"]) == texts(expected["messages"])
 
 
+def test_prune_drops_calls_written_before_the_owner_tag(
+    make_saver: Callable[..., FoundryCheckpointer],
+) -> None:
+    """Subgraph-call checkpoints without the owner tag (older versions): read from metadata."""
+    from foundry_checkpoint._lg_records import TAG_OWNER
+
+    saver = make_saver()
+    graph = _parent_with_call(saver)
+    for turn in range(2):
+        graph.invoke(human(turn), cfg("legacy"))
+
+    async def strip() -> int:
+        scope = await saver._core.scope("legacy")
+        stripped = 0
+        for key in await scope.keys():
+            tags = dict(key.tags or {})
+            if tags.pop(TAG_OWNER, None) is not None:
+                item = await scope.store.get_item(key.key)
+                assert item is not None
+                await scope.store.set_item(key.key, dict(item.value), tags=tags)
+                stripped += 1
+        return stripped
+
+    assert saver._core.run(strip()) > 2
+    fresh = make_saver()
+    fresh.prune(["legacy"])
+    assert _namespaces(fresh, "legacy") == {"": 1}
+
+
 def test_prune_keeps_an_interrupted_subgraph_call_resumable(
     make_saver: Callable[..., FoundryCheckpointer],
 ) -> None:
