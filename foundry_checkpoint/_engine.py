@@ -64,6 +64,7 @@ from azure.ai.agentserver.core.storage import (
     FoundryStoragePreconditionError,
 )
 
+from foundry_checkpoint._private import private_file
 from foundry_checkpoint.errors import FoundryCheckpointError
 
 __all__ = ["UNSET", "StateEngine"]
@@ -619,7 +620,7 @@ class StateEngine:
     def _open(self) -> sqlite3.Connection:
         target = ":memory:" if self._path is None else str(self._path)
         if self._path is not None:
-            self._path.parent.mkdir(parents=True, exist_ok=True)
+            private_file(self._path)  # 0600 before SQLite opens it; -wal/-shm inherit the mode
         conn = sqlite3.connect(
             target,
             timeout=_BUSY_TIMEOUT_MS / 1000,

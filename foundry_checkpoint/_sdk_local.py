@@ -45,6 +45,7 @@ from azure.ai.agentserver.core.storage import (
 )
 from filelock import FileLock
 
+from foundry_checkpoint._private import private_dir
 from foundry_checkpoint.errors import FoundryCheckpointError
 
 __all__ = ["LockedSdkStore"]
@@ -141,7 +142,7 @@ class LockedSdkStore:
                 "local backend is only available when it is unset."
             )
         path = _store_file(name)
-        path.parent.mkdir(parents=True, exist_ok=True)
+        private_dir(path.parent)
         lock = FileLock(path.with_name(path.name + ".lock"))
         store = await asyncio.to_thread(
             _locked,

@@ -52,6 +52,7 @@ from urllib.parse import urlsplit
 
 from azure.core.exceptions import ResourceExistsError, ResourceNotFoundError
 
+from ._private import private_dir
 from .errors import (
     CorruptPayloadError,
     FoundryCheckpointError,
@@ -298,7 +299,7 @@ class LocalSpill:
 
     def _write_blob(self, path: Path, data: bytes) -> None:
         """Create ``path`` atomically with ``data`` (temporary file + os.replace)."""
-        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        private_dir(path.parent)
         tmp = path.parent / f".{path.name}.{secrets.token_hex(8)}.tmp"
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0), 0o600)
         try:
