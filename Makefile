@@ -15,7 +15,7 @@ NODE_STAMP := node_modules/.installed
 $(STAMP): pyproject.toml constraints.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -c constraints.txt -e '.[all,test,docs]'
+	$(PY) -m pip install --quiet -c constraints.txt -e '.[all,autogen,test,docs]'
 	touch $(STAMP)
 
 $(NODE_STAMP): package.json package-lock.json
@@ -36,7 +36,7 @@ test: $(STAMP) $(NODE_STAMP)
 test-pre: $(NODE_STAMP)
 	test -x $(PRE_VENV)/bin/python || $(PYTHON) -m venv $(PRE_VENV)
 	$(PRE_VENV)/bin/python -m pip install --quiet --upgrade pip
-	$(PRE_VENV)/bin/python -m pip install --quiet --pre -e '.[all,test,docs]'
+	$(PRE_VENV)/bin/python -m pip install --quiet --pre -e '.[all,autogen,test,docs]'
 	$(PRE_VENV)/bin/python -m pip install --quiet --pre --upgrade $(PRE_PACKAGES)
 	$(PRE_VENV)/bin/python -m pip list 2>/dev/null | grep -iE 'agentserver|agent-framework|langgraph'
 	$(PRE_VENV)/bin/python -m pytest -q
