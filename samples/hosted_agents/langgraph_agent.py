@@ -99,7 +99,10 @@ async def _state(thread_id: str) -> dict[str, Any]:
 @app.invoke_handler
 async def handle(request: Request) -> Response:
     """Run one step of a thread for the user of this request."""
-    body = await request.json()
+    try:
+        body = await request.json()
+    except ValueError:
+        return JSONResponse({"error": "the body must be JSON"}, 400)
     thread_id = body.get("thread_id") if isinstance(body, dict) else None
     if not isinstance(thread_id, str) or not thread_id:
         return JSONResponse({"error": "thread_id (a non-empty string) is required"}, 400)

@@ -42,6 +42,7 @@ def turn(n: int, said: str) -> list[str]:
 
 def test_users_share_a_thread_id_across_a_crash_and_an_interrupt(platform: Platform) -> None:
     host = platform.start(APP)
+    assert host.post("alice", "/invocations", {"message": "no thread id"}).status_code == 400
     first = everyone(host, USERS, lambda user: {"message": f"hello from {user}"})
     for user in USERS:
         assert first[user] == {
