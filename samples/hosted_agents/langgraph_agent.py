@@ -83,6 +83,10 @@ checkpointer = FoundryCheckpointer(store_prefix="support-desk")
 graph = build(checkpointer)
 app = InvocationAgentServerHost()
 app.shutdown_handler(checkpointer.aclose)
+# azure-ai-agentserver-core 2.3+ may snapshot the process and restore it with a new environment:
+# close the clients first; the next request reopens them and reads the environment again.
+if hasattr(app, "before_snapshot_handler"):
+    app.before_snapshot_handler(checkpointer.aclose)
 
 
 async def _state(thread_id: str) -> dict[str, Any]:

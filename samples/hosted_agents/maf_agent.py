@@ -113,6 +113,10 @@ app = ResponsesHostServer(
 
 # The host's own shutdown handler stays in place; close the provider when the process exits.
 atexit.register(provider.close)
+# azure-ai-agentserver-core 2.3+ may snapshot the process and restore it with a new environment:
+# close the clients first; the next request reopens them and reads the environment again.
+if hasattr(app, "before_snapshot_handler"):
+    app.before_snapshot_handler(provider.aclose)
 
 
 if __name__ == "__main__":

@@ -70,11 +70,15 @@ class Host:
 
     def post(self, user: str, path: str, body: dict[str, Any]) -> httpx.Response:
         """POST ``body`` as ``user``: a new call id per request, as the platform sends it."""
-        headers = {
-            "x-agent-foundry-call-id": self.platform.emulator.mint_call(user),
-            "x-agent-user-id": user,
-        }
+        call_id = self.platform.emulator.mint_call(user)
+        for other in self.platform.other_emulators:
+            other.bind_call(call_id, user)
+        headers = {"x-agent-foundry-call-id": call_id, "x-agent-user-id": user}
         return self._client.post(path, json=body, headers=headers)
+
+    def lifecycle(self, path: str, body: dict[str, Any]) -> httpx.Response:
+        """A platform lifecycle call (no user): ``/_agent/before-snapshot`` and the like."""
+        return self._client.post(path, json=body)
 
     def kill(self) -> None:
         """End the process abruptly (a crash): nothing is flushed or closed."""
@@ -105,6 +109,9 @@ class Platform:
         self.emulator = emulator
         self.root = root
         self.hosts: list[Host] = []
+        #: Emulators that resolve the call ids minted for requests too (a restore may move the
+        #: endpoint to one of them).
+        self.other_emulators: list[FoundryEmulator] = []
         self.env = {
             **os.environ,
             **emulator.agent_environment(session_id=f"session-{uuid.uuid4().hex[:8]}"),
