@@ -136,8 +136,8 @@ class Platform:
         ):
             self.env.pop(name, None)
 
-    def start(self, target: str) -> Host:
-        """Run ``module:app`` of ``samples/hosted_agents`` and wait until it is ready."""
+    def start(self, target: str, *, apps: Path = APPS) -> Host:
+        """Run ``module:app`` of ``apps`` (the samples) and wait until it is ready."""
         listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         try:
             listener.bind(("127.0.0.1", 0))
@@ -146,7 +146,7 @@ class Platform:
             log = self.root / f"{target.split(':')[0]}-{len(self.hosts)}.log"
             with log.open("wb") as out:
                 process = subprocess.Popen(
-                    [sys.executable, str(SERVE), str(listener.fileno()), str(APPS), target],
+                    [sys.executable, str(SERVE), str(listener.fileno()), str(apps), target],
                     env=self.env,
                     cwd=self.root,
                     stdin=subprocess.DEVNULL,
