@@ -7,6 +7,10 @@ A URI names a LangGraph checkpoint saver:
 * ``foundry`` or ``foundry:PREFIX``: a :class:`~foundry_checkpoint.FoundryCheckpointer` with
   that ``store_prefix`` (default: the CLI's ``--prefix``), on the backend the environment selects.
 
+Every saver decodes with :class:`~foundry_checkpoint.StrictSerializer`, so a source database
+written by someone else cannot make the copy run code; a type outside its allow-list stops the
+copy with an error naming it.
+
 The copy reads the source's checkpoint ids with ``list()``, then, thread by thread and oldest
 first, reads each checkpoint with ``get_tuple()`` and writes it with ``put()`` (parent id,
 checkpoint id and every channel value kept) followed by ``put_writes()`` per task (pending
@@ -107,6 +111,8 @@ def open_saver(
             if callable(close):
                 close()
         return
+    from ._serde import StrictSerializer  # needs LangGraph, as every non-Foundry saver does
+
     if uri.scheme == "sqlite":
         try:
             import sqlite3
@@ -121,7 +127,7 @@ def open_saver(
             raise CopyError(f"source database {uri.target!r} does not exist")
         conn = sqlite3.connect(uri.target, check_same_thread=False)
         try:
-            sqlite_saver = SqliteSaver(conn)
+            sqlite_saver = SqliteSaver(conn, serde=StrictSerializer())
             sqlite_saver.setup()
             yield sqlite_saver
         finally:
@@ -135,6 +141,7 @@ def open_saver(
             "pip install 'langgraph-checkpoint-postgres' 'psycopg[binary]'"
         ) from exc
     with PostgresSaver.from_conn_string(uri.target) as pg_saver:
+        pg_saver.serde = StrictSerializer()  # a tampered source database never runs code
         pg_saver.setup()
         yield pg_saver
 

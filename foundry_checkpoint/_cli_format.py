@@ -1,10 +1,18 @@
 """Turning checkpoints into JSON-able data and short previews for ``foundry-checkpoint``.
 
+Everything shown comes from the store, which someone else may have written. So text reaches
+the terminal only through :func:`visible` (control and format characters, escape sequences
+included, become visible ``\\x1b``-style escapes) and :func:`cell` (a ``rich`` ``Text``, never
+parsed as markup), JSON is strict (:func:`jsonable` turns NaN and infinities into strings), and
+a Postgres DSN is shown with its password masked (:func:`mask_secrets`).
+
 Example:
-    >>> jsonable({"a": (1, b"x"), "b": {1, 2}})
-    {'a': [1, "b'x'"], 'b': [1, 2]}
+    >>> jsonable({"a": (1, b"x"), "b": {1, 2}, "c": float("nan")})
+    {'a': [1, "b'x'"], 'b': [1, 2], 'c': 'nan'}
     >>> preview("x" * 100, width=10)
     "'xxxxxxxx…"
+    >>> visible("t\\x1b[2J1")
+    't\\\\x1b[2J1'
 """
 
 from __future__ import annotations
@@ -12,19 +20,93 @@ from __future__ import annotations
 import dataclasses
 import datetime
 import enum
+import json
+import math
+import re
 import uuid
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Final
 
 from langgraph.checkpoint.base import CheckpointTuple
+from rich.text import Text
 
-__all__ = ["jsonable", "preview", "summary", "tuple_json"]
+__all__ = [
+    "cell",
+    "jsonable",
+    "mask_secrets",
+    "preview",
+    "strict_json",
+    "summary",
+    "tuple_json",
+    "visible",
+]
+
+_URL_PASSWORD: Final = re.compile(r"(?P<head>[A-Za-z][A-Za-z0-9+.-]*://[^:/@\s]*:)[^@\s]*(?=@)")
+_KV_PASSWORD: Final = re.compile(r"(?i)(?P<head>\bpassword\s*=\s*)('[^']*'|\S+)")
+
+
+def _escape_char(char: str) -> str:
+    code = ord(char)
+    if code <= 0xFF:
+        return f"\\x{code:02x}"
+    if code <= 0xFFFF:
+        return f"\\u{code:04x}"
+    return f"\\U{code:08x}"
+
+
+def visible(value: object) -> str:
+    """``str(value)`` with every non-printable character (controls, escape sequences, bidi
+    overrides, line breaks) spelled as a visible ``\\xNN``/``\\uNNNN`` escape.
+
+    Example:
+        >>> print(visible("a\\nb\\u202ec"))
+        a\\x0ab\\u202ec
+    """
+    text = value if isinstance(value, str) else str(value)
+    if text.isprintable():
+        return text
+    return "".join(c if c.isprintable() else _escape_char(c) for c in text)
+
+
+def cell(value: object) -> Text:
+    """A table cell (or line) showing ``value`` as :func:`visible` text, never as markup.
+
+    Example:
+        >>> cell("[link=https://example.com]x[/link]").plain
+        '[link=https://example.com]x[/link]'
+    """
+    return Text(visible(value))
+
+
+def mask_secrets(text: str) -> str:
+    """``text`` with URL and ``password=`` passwords replaced by ``***``.
+
+    Example:
+        >>> mask_secrets("postgres:postgresql://app:s3cret@db:5432/x")
+        'postgres:postgresql://app:***@db:5432/x'
+        >>> mask_secrets("postgres:host=db password='a b' user=app")
+        'postgres:host=db password=*** user=app'
+    """
+    text = _URL_PASSWORD.sub(lambda m: m.group("head") + "***", text)
+    return _KV_PASSWORD.sub(lambda m: m.group("head") + "***", text)
+
+
+def strict_json(data: Any) -> str:
+    """``data`` as strict JSON (RFC 8259: no NaN or infinities), indented.
+
+    Example:
+        >>> strict_json({"x": float("inf")})
+        '{\\n  "x": "inf"\\n}'
+    """
+    return json.dumps(jsonable(data), indent=2, sort_keys=False, allow_nan=False)
 
 
 def jsonable(value: Any, *, depth: int = 0) -> Any:
     """``value`` as plain JSON data: containers recursively, models dumped, the rest ``repr``."""
     if depth > 50:
         return repr(value)
+    if isinstance(value, float) and not math.isfinite(value):
+        return str(value)  # 'nan', 'inf', '-inf': strict JSON has no such numbers
     if value is None or isinstance(value, (bool, int, float, str)):
         return value
     if isinstance(value, Mapping):

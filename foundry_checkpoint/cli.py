@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import contextlib
 import enum
-import json
 import logging
 import os
 import sys
@@ -39,7 +38,7 @@ from rich.table import Table
 from typer.core import TyperGroup
 
 from . import _cli_copy
-from ._cli_format import jsonable, preview, summary, tuple_json
+from ._cli_format import cell, mask_secrets, preview, strict_json, summary, tuple_json, visible
 from ._core import DEFAULT_GC_GRACE_SECONDS
 from .errors import FoundryCheckpointError
 
@@ -86,7 +85,7 @@ class _OneLineErrors(TyperGroup):
             )
         except _ClickError as exc:
             message = exc.format_message()  # type: ignore[attr-defined]
-            typer.echo(f"error: {message}", err=True)
+            typer.echo(f"error: {visible(mask_secrets(message))}", err=True)
             code = int(getattr(exc, "exit_code", 2))
         except typer.Abort:
             typer.echo("error: aborted", err=True)
@@ -190,7 +189,7 @@ def _root(
 
 
 def _fail(message: str, code: int = 1) -> NoReturn:
-    typer.echo(f"error: {message}", err=True)
+    typer.echo(f"error: {visible(mask_secrets(message))}", err=True)
     raise typer.Exit(code)
 
 
@@ -258,11 +257,21 @@ def _console() -> Console:
 
 def _header(console: Console, backend: dict[str, Any]) -> None:
     spill = backend["spill"] or "none"
-    console.print(
-        f"[dim]backend {backend['kind']} · data {backend['location']} · "
-        f"prefix {backend['store_prefix']} · spill {spill}[/dim]",
-        soft_wrap=True,
+    line = (
+        f"backend {backend['kind']} · data {backend['location']} · "
+        f"prefix {backend['store_prefix']} · spill {spill}"
     )
+    console.print(cell(line), style="dim", soft_wrap=True)
+
+
+def _say(console: Console, text: str) -> None:
+    """Print one line that may hold stored data: escaped, never read as markup."""
+    console.print(cell(text), soft_wrap=True)
+
+
+def _row(table: Table, *values: object) -> None:
+    """Add a row whose every cell is escaped text (stored data never drives the terminal)."""
+    table.add_row(*(cell(value) for value in values))
 
 
 def _table(*columns: str, title: str | None = None) -> Table:
@@ -276,7 +285,7 @@ _ID_COLUMNS = frozenset({"thread", "checkpoint", "latest checkpoint", "parent", 
 
 
 def _emit_json(data: Any) -> None:
-    typer.echo(json.dumps(jsonable(data), indent=2, sort_keys=False))
+    typer.echo(strict_json(data))
 
 
 def _thread_config(
@@ -327,13 +336,14 @@ def threads(ctx: typer.Context) -> None:
         return
     table = _table("thread", "latest checkpoint", "ns", "step", "source", "ts")
     for row in rows:
-        table.add_row(
-            str(row["thread_id"]),
-            str(row["checkpoint_id"]),
+        _row(
+            table,
+            row["thread_id"],
+            row["checkpoint_id"],
             row["checkpoint_ns"] or "(root)",
-            str(row["step"]),
-            str(row["source"]),
-            str(row["ts"]),
+            row["step"],
+            row["source"],
+            row["ts"],
         )
     console.print(table)
     console.print(f"{len(rows)} thread(s)")
@@ -364,17 +374,18 @@ def history(
     _header(console, backend)
     table = _table("checkpoint", "parent", "ns", "step", "source", "writes", "ts")
     for row in rows:
-        table.add_row(
-            str(row["checkpoint_id"]),
-            str(row["parent_checkpoint_id"] or "-"),
+        _row(
+            table,
+            row["checkpoint_id"],
+            row["parent_checkpoint_id"] or "-",
             row["checkpoint_ns"] or "(root)",
-            str(row["step"]),
-            str(row["source"]),
-            str(row["pending_writes"]),
-            str(row["ts"]),
+            row["step"],
+            row["source"],
+            row["pending_writes"],
+            row["ts"],
         )
     console.print(table)
-    console.print(f"{len(rows)} checkpoint(s) in thread {thread!r}")
+    _say(console, f"{len(rows)} checkpoint(s) in thread {thread!r}")
 
 
 @app.command()
@@ -406,19 +417,19 @@ def show(
     head = summary(item)
     info = Table.grid(padding=(0, 2))
     for name in ("thread_id", "checkpoint_ns", "checkpoint_id", "parent_checkpoint_id", "ts"):
-        info.add_row(name, str(head[name] if head[name] not in (None, "") else "-"))
+        _row(info, name, head[name] if head[name] not in (None, "") else "-")
     for name, value in (item.metadata or {}).items():
-        info.add_row(f"metadata.{name}", preview(value, width=80))
+        _row(info, f"metadata.{name}", preview(value, width=80))
     console.print(info)
     values = _table("channel", "version", "value", title="channel values")
     versions = item.checkpoint.get("channel_versions", {})
     for name, value in item.checkpoint.get("channel_values", {}).items():
-        values.add_row(name, preview(versions.get(name, ""), width=20), preview(value, width=70))
+        _row(values, name, preview(versions.get(name, ""), width=20), preview(value, width=70))
     console.print(values)
     if item.pending_writes:
         writes = _table("task", "channel", "value", title="pending writes")
         for task, channel, value in item.pending_writes:
-            writes.add_row(task, channel, preview(value, width=70))
+            _row(writes, task, channel, preview(value, width=70))
         console.print(writes)
 
 
@@ -441,7 +452,7 @@ def delete(
         return
     console = _console()
     _header(console, backend)
-    console.print(f"deleted thread {thread!r}")
+    _say(console, f"deleted thread {thread!r}")
 
 
 @app.command()
@@ -476,7 +487,7 @@ def prune(
         return
     console = _console()
     _header(console, backend)
-    console.print(f"pruned thread {thread!r}: {before - after} deleted, {after} kept")
+    _say(console, f"pruned thread {thread!r}: {before - after} deleted, {after} kept")
 
 
 @app.command()
@@ -526,7 +537,7 @@ def gc(
         f"{report.referenced} referenced, {report.kept_recent} kept (younger than {grace:g} s)"
     )
     for ns, digest in report.deleted:
-        console.print(f"  {ns}/{digest}")
+        _say(console, f"  {ns}/{digest}")
     if report.unattributed:
         console.print(
             f"{len(report.unattributed)} namespace(s) under the prefix belong to no thread of "
@@ -555,7 +566,7 @@ def copy(
         src_uri = _cli_copy.parse_uri(source)
         dst_uri = _cli_copy.parse_uri(destination)
     except ValueError as exc:
-        raise typer.BadParameter(str(exc)) from exc
+        raise typer.BadParameter(mask_secrets(str(exc))) from exc
     if src_uri == dst_uri or (
         src_uri.scheme == dst_uri.scheme == "foundry"
         and (src_uri.target or opts.prefix) == (dst_uri.target or opts.prefix)
@@ -577,7 +588,7 @@ def copy(
             TextColumn("copying"),
             BarColumn(),
             MofNCompleteColumn(),
-            TextColumn("{task.fields[thread]}"),
+            TextColumn("{task.fields[thread]}", markup=False),
             TimeElapsedColumn(),
             console=err,
             disable=opts.json,
@@ -586,17 +597,17 @@ def copy(
         with progress:
             task = progress.add_task("copy", total=len(refs), thread="")
             for ref in refs:
-                progress.update(task, thread=ref.thread_id)
+                progress.update(task, thread=visible(ref.thread_id))
                 writes += _cli_copy.copy_checkpoint(src, dst, ref)
                 progress.advance(task)
         copied_threads = sorted({r.thread_id for r in refs})
         if thread:
             missing = sorted(set(thread) - set(copied_threads))
             if missing:
-                _fail(f"no checkpoints found in the source for thread(s) {', '.join(missing)}")
+                _fail(f"no checkpoints found in the source for thread(s) {missing!r}")
     result = {
-        "from": source,
-        "to": destination,
+        "from": mask_secrets(source),
+        "to": mask_secrets(destination),
         "threads": copied_threads,
         "checkpoints": len(refs),
         "writes": writes,
@@ -604,9 +615,11 @@ def copy(
     if opts.json:
         _emit_json(result)
         return
-    _console().print(
+    _say(
+        _console(),
         f"copied {len(refs)} checkpoint(s) and {writes} pending write(s) of "
-        f"{len(copied_threads)} thread(s) from {source} to {destination}"
+        f"{len(copied_threads)} thread(s) from {mask_secrets(source)} to "
+        f"{mask_secrets(destination)}",
     )
 
 

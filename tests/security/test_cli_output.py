@@ -1,0 +1,147 @@
+"""Stored data never drives the terminal, ``--json`` is strict, DSN passwords are masked.
+
+Thread ids, metadata keys and ``source``, channel names, task ids and write channels are
+planted with escape sequences (clear screen, OSC 0 window title, OSC 8 hyperlink, a bell) and
+rich markup. The CLI runs in a child process on a pseudo-terminal, so it renders as it would
+for a person; none of the sequences reaches the terminal, each shows as a visible escape.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import pty
+import select
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from langgraph.checkpoint.base import empty_checkpoint
+from typer.testing import CliRunner
+
+from foundry_checkpoint import FoundryCheckpointer
+from foundry_checkpoint._cli_format import mask_secrets
+from tests.cli.conftest import Cli
+from tests.langgraph._util import cfg
+
+CLEAR = "\x1b[2J"
+TITLE = "\x1b]0;owned\x07"
+LINK = "\x1b]8;;https://evil.example/\x1b\\click\x1b]8;;\x1b\\"
+MARKUP = "[link=https://evil.example/]markup[/link]"
+THREAD = f"t{CLEAR}{TITLE}"
+ROOT = Path(__file__).resolve().parents[2]
+
+pytestmark = pytest.mark.skipif(os.name != "posix", reason="pseudo-terminals are POSIX")
+
+
+def _plant(env: Any) -> None:
+    with FoundryCheckpointer(**env.kwargs()) as saver:
+        checkpoint = empty_checkpoint()
+        checkpoint["channel_values"] = {MARKUP: 1, f"c{LINK}": "v", "plain": f"value{TITLE}"}
+        checkpoint["channel_versions"] = {MARKUP: 1, f"c{LINK}": 1, "plain": 1}
+        metadata: Any = {"source": f"loop{CLEAR}", "step": 1, f"k{TITLE}": MARKUP}
+        config = saver.put(cfg(THREAD), checkpoint, metadata, {"plain": 1})
+        saver.put_writes(config, [(f"w{CLEAR}", 1), (MARKUP, 2)], f"task{TITLE}")
+
+
+def _on_a_terminal(args: list[str]) -> bytes:
+    """Run the CLI with stdin, stdout and stderr on a pseudo-terminal; all it wrote."""
+    master, slave = pty.openpty()
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "TERM": "xterm-256color", "COLUMNS": "250"}
+    env.pop("NO_COLOR", None)
+    code = "from foundry_checkpoint.cli import main; main()"
+    proc = subprocess.Popen(
+        [sys.executable, "-c", code, *args],
+        stdin=slave, stdout=slave, stderr=slave, env=env, cwd=ROOT, close_fds=True,
+    )  # fmt: skip
+    os.close(slave)
+    out = b""
+    try:
+        while True:
+            ready, _, _ = select.select([master], [], [], 60)
+            if not ready:
+                break
+            try:
+                chunk = os.read(master, 65536)
+            except OSError:  # the child closed the terminal
+                break
+            if not chunk:
+                break
+            out += chunk
+    finally:
+        os.close(master)
+        proc.wait(timeout=60)
+    assert proc.returncode == 0, out.decode("utf-8", "replace")
+    return out
+
+
+@pytest.mark.parametrize("command", [["threads"], ["history", THREAD], ["show", THREAD]])
+def test_stored_text_never_drives_the_terminal(store_env: Any, command: list[str]) -> None:
+    _plant(store_env)
+    out = _on_a_terminal([*Cli(store_env, CliRunner()).options(), *command])
+    text = out.decode("utf-8", "replace")
+    assert "\x1b]" not in text  # no OSC: no window title, no hyperlink
+    assert CLEAR not in text and "\x07" not in text
+    assert "\\x1b[2J" in text  # shown, visibly escaped
+    if command[0] == "show":
+        assert "\\x1b]0;owned\\x07" in text
+        assert MARKUP in text  # markup shown as text, not rendered as a link
+        assert "\\x1b]8;;https://evil.example/" in text
+    # the terminal still gets the CLI's own styling: the rendering really went to a terminal
+    assert "\x1b[" in text
+
+
+def test_json_output_is_strict(store_env: Any) -> None:
+    with FoundryCheckpointer(**store_env.kwargs()) as saver:
+        checkpoint = empty_checkpoint()
+        checkpoint["channel_values"] = {"x": float("nan"), "y": [float("inf"), -float("inf")]}
+        checkpoint["channel_versions"] = {"x": 1, "y": 1}
+        saver.put(cfg("t1"), checkpoint, {"source": "loop", "step": 1, "score": float("nan")}, {})
+    cli = Cli(store_env, CliRunner())
+
+    def strict(text: str) -> Any:
+        def refuse(name: str) -> Any:
+            raise ValueError(f"not strict JSON: {name}")
+
+        return json.loads(text, parse_constant=refuse)
+
+    for command in (["show", "t1"], ["history", "t1"], ["threads"]):
+        result = cli("--json", *command)
+        assert result.exit_code == 0, result.stderr
+        strict(result.stdout)
+    shown = strict(cli("--json", "show", "t1").stdout)
+    assert shown["values"] == {"x": "nan", "y": ["inf", "-inf"]}
+    assert shown["metadata"]["score"] == "nan"
+
+
+def test_json_output_escapes_nothing_away(store_env: Any) -> None:
+    _plant(store_env)
+    cli = Cli(store_env, CliRunner())
+    shown = json.loads(cli("--json", "show", THREAD).stdout)
+    assert shown["thread_id"] == THREAD  # JSON carries the exact data, escaped by JSON itself
+    assert "\x1b" not in cli("--json", "show", THREAD).stdout  # as \u001b, never raw
+
+
+@pytest.mark.parametrize(
+    "dsn",
+    [
+        "postgresx://app:s3cret-pw@db.example:5432/app",
+        "postgres:postgresql://app:s3cret-pw@127.0.0.1:9/app",
+        "postgres:host=127.0.0.1 port=9 user=app password=s3cret-pw dbname=app",
+    ],
+)
+def test_copy_masks_dsn_passwords(store_env: Any, dsn: str) -> None:
+    cli = Cli(store_env, CliRunner())
+    result = cli("copy", "--from", dsn, "--to", "foundry:other")
+    assert result.exit_code != 0
+    assert "s3cret-pw" not in result.stdout + result.stderr
+    assert "error" in result.stderr
+
+
+def test_mask_secrets_forms() -> None:
+    assert mask_secrets("postgresql://u:p@h/d") == "postgresql://u:***@h/d"
+    assert mask_secrets("postgresql://u@h/d") == "postgresql://u@h/d"
+    assert mask_secrets("host=h PASSWORD = x user=u") == "host=h PASSWORD = *** user=u"
+    assert mask_secrets("sqlite:/tmp/a:b@c") == "sqlite:/tmp/a:b@c"
