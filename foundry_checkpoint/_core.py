@@ -114,6 +114,8 @@ DEFAULT_GC_GRACE_SECONDS: Final = 24 * 3600
 MAX_OPEN_STORES: Final = 256
 #: Per-(user, scope) entries (spill namespace, TTL touch, index registration) a core keeps.
 MAX_SCOPES: Final = 2048
+#: Store names a core remembers as checked (exists, isolated): reopening one needs no request.
+_MAX_CHECKED: Final = 8192
 _SELF: Final = "self"
 
 
@@ -234,13 +236,17 @@ class Scope:
         self,
         core: CheckpointCore,
         scope_id: str | None,
-        store: StateStoreLike,
+        name: str,
+        *,
         user: str = _SELF,
+        partition: str = "",
     ) -> None:
         self.core = core
         self.scope_id = scope_id
-        self.store = store
         self.user = user
+        self._name = name
+        self._partition = partition
+        self._pinned: StateStoreLike | None = None
         self._namespace: str | None = None
         self._touched = 0.0
         self._lock = asyncio.Lock()
@@ -248,7 +254,19 @@ class Scope:
     @property
     def name(self) -> str:
         """The store name."""
-        return self.store.name
+        return self._name
+
+    @property
+    def store(self) -> StateStoreLike:
+        """The store client, from the core's bounded client cache (the scope holds none)."""
+        if self._pinned is not None:
+            return self._pinned
+        return self.core.client(self._name, self._partition)
+
+    @store.setter
+    def store(self, client: StateStoreLike) -> None:
+        """Pin a client for this scope (a wrapper around the core's, say)."""
+        self._pinned = client
 
     def where(self, key: str) -> str:
         """A human description of an item for error messages."""
@@ -455,6 +473,7 @@ class CheckpointCore:
         self._loop = LoopThread(f"foundry-checkpoint-{self.prefix}")
         self._scopes: Lru[tuple[str, str | None], Scope] = Lru(MAX_SCOPES)
         self._stores: Lru[tuple[str, str], StateStoreLike] = Lru(MAX_OPEN_STORES)
+        self._checked: Lru[str, bool] = Lru(_MAX_CHECKED)
         self._opening: dict[tuple[str, str], asyncio.Future[StateStoreLike | None]] = {}
         self._registered: Lru[tuple[str, str | None], float] = Lru(MAX_SCOPES)
         self._owned_credential: AsyncTokenCredential | None = None
@@ -486,6 +505,7 @@ class CheckpointCore:
     async def _aclose_clients(self) -> None:
         stores = self._stores.values()
         self._stores.clear()
+        self._checked.clear()
         self._scopes.clear()
         self._opening.clear()
         self._registered.clear()
@@ -532,12 +552,12 @@ class CheckpointCore:
         key = (user, scope_id)
         found = self._scopes.get(key)
         if found is None:
-            store = await self.open(self.name_for(scope_id), create=create)
-            if store is None:
+            name = self.name_for(scope_id)
+            if await self.open(name, create=create) is None:
                 return None
             found = self._scopes.get(key)
             if found is None:
-                found = Scope(self, scope_id, store, user)
+                found = Scope(self, scope_id, name, user=user, partition=self._partition())
                 self._scopes.put(key, found)
         return found
 
@@ -599,6 +619,8 @@ class CheckpointCore:
             store = self._stores.get(key)
             if store is not None:
                 return store
+            if self._checked.get(name):
+                return self.client(name, key[1])
             pending = self._opening.get(key)
             if pending is None:
                 break
@@ -616,6 +638,7 @@ class CheckpointCore:
             raise
         if store is not None:
             self._stores.put(key, store)
+            self._checked.put(name, True)
         del self._opening[key]
         pending.set_result(store)
         return store
@@ -690,6 +713,38 @@ class CheckpointCore:
                 **kwargs,
             )
         )
+
+    def client(self, name: str, partition: str) -> StateStoreLike:
+        """The cached client of a store already opened (checked) by this core; no I/O.
+
+        A client dropped from the bounded cache is built again: building one sends nothing.
+        """
+        key = (name, partition)
+        store = self._stores.get(key)
+        if store is not None:
+            return store
+        if self.kind == "local-sqlite":
+            from ._local_store import EngineStore, default_engine
+
+            store = EngineStore(default_engine(), name, user=partition)
+        elif self.kind == "local-sdk":
+            from ._sdk_local import LockedSdkStore
+
+            store = LockedSdkStore.bind(
+                name, user_isolation=True, item_ttl_seconds=self.item_ttl_seconds
+            )
+        else:
+            store = FoundryStateStore(
+                name,
+                self._client_credential(),
+                self._endpoint,
+                user_isolation=True,
+                item_ttl_seconds=self.item_ttl_seconds,
+                user_id=self._user_id,
+                **self._pipeline_kwargs(),
+            )
+        self._stores.put(key, store)
+        return store
 
     def _client_credential(self) -> AsyncTokenCredential:
         """The one credential every hosted client of this core uses.

@@ -66,6 +66,12 @@ def _store_file(name: str) -> Path:
     return root / _SDK_SUBDIR / f"{segment}.json"
 
 
+def _lock_file(name: str) -> Path:
+    """The inter-process lock file guarding ``name``'s store file."""
+    path = _store_file(name)
+    return path.with_name(path.name + ".lock")
+
+
 def _drive(call: Callable[[], Coroutine[Any, Any, _T]]) -> _T:
     """Run a local-mode SDK coroutine to completion without an event loop.
 
@@ -128,6 +134,14 @@ class LockedSdkStore:
         return _store_file(name).is_file()
 
     @classmethod
+    def bind(cls, name: str, *, user_isolation: bool, item_ttl_seconds: int) -> LockedSdkStore:
+        """A client of the existing local-mode store ``name``, built without any file I/O."""
+        store = FoundryStateStore(
+            name, user_isolation=user_isolation, item_ttl_seconds=item_ttl_seconds
+        )
+        return cls(store, FileLock(_lock_file(name)))
+
+    @classmethod
     async def get_or_create(
         cls, name: str, *, user_isolation: bool, item_ttl_seconds: int, **kwargs: Any
     ) -> LockedSdkStore:
@@ -143,7 +157,7 @@ class LockedSdkStore:
             )
         path = _store_file(name)
         private_dir(path.parent)
-        lock = FileLock(path.with_name(path.name + ".lock"))
+        lock = FileLock(_lock_file(name))
         store = await asyncio.to_thread(
             _locked,
             lock,
