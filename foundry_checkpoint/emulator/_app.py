@@ -55,8 +55,11 @@ _LOGGER = logging.getLogger("foundry_checkpoint.emulator")
 SUPPORTED_API_VERSIONS: Final[frozenset[str]] = frozenset({"v1"})
 #: The service default for ``item_ttl_seconds`` when a create request omits it (30 days).
 _DEFAULT_ITEM_TTL_SECONDS: Final = 30 * 24 * 60 * 60
-#: Large enough that an over-limit value reaches the engine and gets its 400 ``param: value``.
+#: Large enough that an over-limit value reaches the engine and gets its 400 ``param: value``;
+#: a larger body is answered 413 (before it is read when its Content-Length says so).
 CLIENT_MAX_BODY_BYTES: Final = 32 * 1024 * 1024
+#: Request bodies read at once; more wait, so parallel large bodies cannot exhaust memory.
+_CONCURRENT_BODY_READS: Final = 4
 
 _ROUTE = re.compile(
     r"^(?:.*)/storage/state_stores"
@@ -145,6 +148,8 @@ def _parse_body(raw: bytes) -> dict[str, Any]:
         body = json.loads(raw.decode("utf-8"), parse_constant=_reject_constant)
     except (UnicodeDecodeError, ValueError) as exc:
         raise _HttpError(400, "invalid_json", f"The request body is not valid JSON: {exc}") from exc
+    except RecursionError:
+        raise _HttpError(400, "invalid_json", "The request body is nested too deeply.") from None
     if not isinstance(body, dict):
         raise _HttpError(400, "invalid_request", "The request body must be a JSON object.")
     return body
@@ -195,6 +200,9 @@ class StorageApp:
         self._lock = threading.Lock()
         self._requests: Counter[str] = Counter()
         self._faults_served: Counter[str] = Counter()
+        self._body_reads = asyncio.Semaphore(_CONCURRENT_BODY_READS)
+        self._reading = 0
+        self._peak_reading = 0
 
     # --- observability -------------------------------------------------------------------
 
@@ -215,6 +223,13 @@ class StorageApp:
         with self._lock:
             self._requests.clear()
             self._faults_served.clear()
+            self._peak_reading = self._reading
+
+    @property
+    def body_reads(self) -> tuple[int, int]:
+        """``(in flight, most at once since reset_counts)`` of request bodies being read."""
+        with self._lock:
+            return self._reading, self._peak_reading
 
     @property
     def calls(self) -> CallTable:
@@ -241,6 +256,7 @@ class StorageApp:
         With ``identity``, ``GET /msi/token`` is its managed-identity token endpoint (not a
         storage call: neither counted nor faulted).
         """
+        self._body_reads = asyncio.Semaphore(_CONCURRENT_BODY_READS)  # one per serving loop
         app = web.Application(client_max_size=CLIENT_MAX_BODY_BYTES)
         if identity is not None:
             app.router.add_get(IDENTITY_PATH, identity.handle)
@@ -343,6 +359,29 @@ class StorageApp:
                 param="api-version",
             )
 
+    async def _body(self, request: web.Request) -> dict[str, Any]:
+        """The JSON object body: 413 when too large, at most a few read at once."""
+        too_large = _HttpError(
+            413,
+            "payload_too_large",
+            f"The request body is larger than {CLIENT_MAX_BODY_BYTES} bytes.",
+        )
+        length = request.content_length
+        if length is not None and length > CLIENT_MAX_BODY_BYTES:
+            raise too_large
+        async with self._body_reads:
+            with self._lock:
+                self._reading += 1
+                self._peak_reading = max(self._peak_reading, self._reading)
+            try:
+                raw = await request.read()
+            except web.HTTPRequestEntityTooLarge:
+                raise too_large from None
+            finally:
+                with self._lock:
+                    self._reading -= 1
+        return _parse_body(raw)
+
     async def _dispatch(
         self, call: str, request: web.Request, match: re.Match[str], user: str
     ) -> web.Response:
@@ -356,10 +395,10 @@ class StorageApp:
         if call == "get_store":
             return web.json_response(engine.get_store(name))
         if call == "create_store":
-            body = _parse_body(await request.read())
+            body = await self._body(request)
             return web.json_response(self._create_store(body), status=201)
         if call == "update_store":
-            body = _parse_body(await request.read())
+            body = await self._body(request)
             description: object = UNSET
             tags: object = UNSET
             if "description" in body:
@@ -370,7 +409,7 @@ class StorageApp:
         if call == "delete_store":
             return web.json_response(engine.delete_store(name))
         if call == "create_item":
-            body = _parse_body(await request.read())
+            body = await self._body(request)
             item_key = _string_field(body, "key", required=True)
             assert item_key is not None
             ref = engine.create_item(
@@ -378,7 +417,7 @@ class StorageApp:
             )
             return web.json_response(ref, status=201)
         if call == "put_item":
-            body = _parse_body(await request.read())
+            body = await self._body(request)
             ref, created = engine.put_item(
                 name, key, _value_field(body), _tags_field(body), user=user, if_match=if_match
             )
