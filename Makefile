@@ -42,8 +42,9 @@ test-pre: $(NODE_STAMP)
 	$(PRE_VENV)/bin/python -m pytest -q
 
 lint: $(STAMP)
-	$(VENV)/bin/ruff check foundry_checkpoint foundry_checkpoint_maf tests benchmarks samples
-	$(VENV)/bin/mypy --strict foundry_checkpoint foundry_checkpoint_maf
+	$(VENV)/bin/ruff check foundry_checkpoint foundry_checkpoint_maf foundry_checkpoint_autogen tests \
+		benchmarks samples
+	$(VENV)/bin/mypy --strict foundry_checkpoint foundry_checkpoint_maf foundry_checkpoint_autogen
 
 bench: $(STAMP) $(NODE_STAMP)
 	$(PY) -m pip install --quiet -c constraints.txt -e '.[all,bench]'

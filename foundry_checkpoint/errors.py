@@ -17,6 +17,7 @@ __all__ = [
     "CorruptPayloadError",
     "FoundryCheckpointError",
     "InvalidIdentifierError",
+    "InvalidStateError",
     "IsolationRefusedError",
     "MissingBlobError",
 ]
@@ -30,6 +31,14 @@ class InvalidIdentifierError(FoundryCheckpointError, ValueError):
     """An identifier (thread id, context id, checkpoint id, prefix) cannot be used.
 
     Raised for empty identifiers or identifiers of the wrong type, before anything is written.
+    """
+
+
+class InvalidStateError(FoundryCheckpointError, ValueError):
+    """A state handed over to be stored is not plain JSON (AutoGen states must be).
+
+    The message names the agent, runtime or team and the path of the first offending value
+    (a non-string key, NaN, an object JSON cannot hold). Nothing was written.
     """
 
 

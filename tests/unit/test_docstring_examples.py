@@ -10,12 +10,13 @@ from pathlib import Path
 import pytest
 
 import foundry_checkpoint
+import foundry_checkpoint_autogen
 import foundry_checkpoint_maf
 
 
 def _modules() -> list[str]:
     names = []
-    for package in (foundry_checkpoint, foundry_checkpoint_maf):
+    for package in (foundry_checkpoint, foundry_checkpoint_maf, foundry_checkpoint_autogen):
         names.append(package.__name__)
         for info in pkgutil.walk_packages(package.__path__, prefix=f"{package.__name__}."):
             if not info.name.endswith("__main__"):
@@ -38,7 +39,7 @@ def test_examples_in(name: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch)
 
 def test_public_names_have_examples() -> None:
     finder = doctest.DocTestFinder()
-    for name in ("foundry_checkpoint", "foundry_checkpoint_maf"):
+    for name in ("foundry_checkpoint", "foundry_checkpoint_maf", "foundry_checkpoint_autogen"):
         module = importlib.import_module(name)
         for public in module.__all__:
             obj = getattr(module, public)
