@@ -43,6 +43,7 @@ SECTIONS: dict[str, tuple[str, str, tuple[str, ...]]] = {
     "maf-latest": (
         "_maf", "latest", ("memory", "file", "fc-local", "fc-sdk", "fc-hosted", "fh-hosted")
     ),
+    "hosted-threads": ("_threads", "threads", ("fc-hosted",)),
 }
 
 FULL: dict[str, dict[str, Any]] = {
@@ -54,6 +55,7 @@ FULL: dict[str, dict[str, Any]] = {
     "lg-big": {"bytes": 5 * 1024 * 1024, "reps": 5},
     "maf-run": {"supersteps": 100, "reps": 3, "payload": 1000},
     "maf-latest": {"sizes": [10, 100, 1_000], "reads": 10, "slow_reads": 3, "budget_s": 60},
+    "hosted-threads": {"threads": 2000, "users": 20, "marks": [200, 1000, 2000]},
 }
 
 QUICK: dict[str, dict[str, Any]] = {
@@ -65,6 +67,7 @@ QUICK: dict[str, dict[str, Any]] = {
     "lg-big": {"bytes": 5 * 1024 * 1024, "reps": 1},
     "maf-run": {"supersteps": 20, "reps": 1, "payload": 1000},
     "maf-latest": {"sizes": [10, 100], "reads": 3, "slow_reads": 1, "budget_s": 10},
+    "hosted-threads": {"threads": 400, "users": 20, "marks": [100, 200, 400]},
 }
 
 

@@ -4,8 +4,9 @@ Foundry hosting takes workflow checkpoint storage through ``checkpoint_store_pro
 ``ContextScopedStoreProvider`` whose ``get_store(config=, context_id=, platform_context=)``
 returns a ``CheckpointStorage`` for one context (a conversation, a response lineage). This
 provider gives a :class:`FoundryCheckpointStorage` per call, all sharing one core (one I/O loop,
-one cached client per store), and binds each to the request's platform context so the
-``x-agent-foundry-call-id`` header identifying the caller travels with every store request.
+one credential, one connection pool, a bounded cache of store clients, per-user caches), and
+binds each to the request's platform context so the ``x-agent-foundry-call-id`` header
+identifying the caller travels with every store request and everything cached is the caller's.
 
 Importing this module imports ``agent_framework_foundry_hosting``; the package's
 ``__init__`` imports it only when ``FoundryCheckpointStorageProvider`` is first used.
