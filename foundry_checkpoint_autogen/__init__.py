@@ -11,6 +11,7 @@ Example::
 
 from __future__ import annotations
 
+from ._agent import DurableAgent, durable_factory
 from ._store import AutoGenStateStore, StateVersion
 
-__all__ = ["AutoGenStateStore", "StateVersion"]
+__all__ = ["AutoGenStateStore", "DurableAgent", "StateVersion", "durable_factory"]
