@@ -241,7 +241,9 @@ class AutoGenStateStore(CoreOwner):
         )
         self._owns_core = True
         self._keep = keep_versions
-        self._write_locks: dict[tuple[str, str | None, str, str], asyncio.Lock] = {}
+        # (user, scope, kind, name) -> [lock, holders]; an entry lives only while in use, so the
+        # map stays small however many users (or per-request call ids) the object serves.
+        self._write_locks: dict[tuple[str, str | None, str, str], list[Any]] = {}
 
     @property
     def keep_versions(self) -> int | None:
@@ -331,20 +333,32 @@ class AutoGenStateStore(CoreOwner):
         tags, _ = self._checked(scope_id, kind, name)
         scope = await self._core.scope(scope_id)
         lock_key = (scope.user, scope_id, kind, name)
-        lock = self._write_locks.setdefault(lock_key, asyncio.Lock())
-        async with lock:
-            version = _next_version()
-            key = item_key(_KEY_WORD, kind, name, version)
-            tags = {**tags, _TAG_VER: version}
-            extra = {_EXTRA_KIND: kind, _EXTRA_NAME: name, _EXTRA_VER: version}
-            value = await scope.encode(key, payload, tags=tags, extra=extra)
-            digest = _codec.spilled_digest(value)
-            if digest is not None:
-                tags[_TAG_BLOB] = digest
-            await create_item(scope.store, key, value, tags=tags)
-            await scope.touch()
-            if self._keep is not None:
-                await self._trim(scope, kind, name, self._keep)
+        gate = self._write_locks.setdefault(lock_key, [asyncio.Lock(), 0])
+        gate[1] += 1
+        try:
+            async with gate[0]:
+                return await self._save_locked(scope, kind, name, payload, tags)
+        finally:
+            gate[1] -= 1
+            if gate[1] == 0:
+                self._write_locks.pop(lock_key, None)
+
+    async def _save_locked(
+        self, scope: Scope, kind: str, name: str, payload: bytes, tags: dict[str, str]
+    ) -> str:
+        """One save under the (user, scope, kind, name) write lock."""
+        version = _next_version()
+        key = item_key(_KEY_WORD, kind, name, version)
+        tags = {**tags, _TAG_VER: version}
+        extra = {_EXTRA_KIND: kind, _EXTRA_NAME: name, _EXTRA_VER: version}
+        value = await scope.encode(key, payload, tags=tags, extra=extra)
+        digest = _codec.spilled_digest(value)
+        if digest is not None:
+            tags[_TAG_BLOB] = digest
+        await create_item(scope.store, key, value, tags=tags)
+        await scope.touch()
+        if self._keep is not None:
+            await self._trim(scope, kind, name, self._keep)
         return version
 
     async def _load(

@@ -221,3 +221,29 @@ def test_bad_options_and_names_are_refused(store_env: Any, store: AutoGenStateSt
     with pytest.raises(InvalidIdentifierError, match="keep"):
         AutoGenStateStore(keep_versions=None, **store_env.kwargs()).prune("c", "agent", AGENT)
     assert store.versions("conv", "agent", AGENT) == []
+
+
+async def test_one_store_many_requests_keeps_no_per_request_state(
+    store_env: Any, make_store: MakeStore
+) -> None:
+    """Per-request users (call ids) leave nothing behind in the object's write locks."""
+    from azure.ai.agentserver.core import (
+        FoundryAgentRequestContext,
+        reset_request_context,
+        set_request_context,
+    )
+
+    store = make_store()  # the agent's own identity; users arrive per request
+
+    async def request(user: str, n: int) -> None:
+        context = FoundryAgentRequestContext(call_id=store_env.call_id(user), user_id=user)
+        token = set_request_context(context)
+        try:
+            await store.asave("conv", "agent", AGENT, {"n": n, "user": user})
+            assert await store.aload("conv", "agent", AGENT) == {"n": n, "user": user}
+        finally:
+            reset_request_context(token)
+
+    for n in range(3):
+        await asyncio.gather(*(request(f"user-{i}", n) for i in range(5)))
+    assert store._write_locks == {}
