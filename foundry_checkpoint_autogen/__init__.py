@@ -2,16 +2,44 @@
 
 Example::
 
-    from foundry_checkpoint_autogen import AutoGenStateStore
+    from foundry_checkpoint_autogen import AutoGenStateStore, DurableAgent, durable_factory
 
-    store = AutoGenStateStore()                       # local by default, hosted inside Foundry
-    await store.asave("conv-42", "agent", "counter/default", await agent.save_state())
-    await agent.load_state(await store.aload("conv-42", "agent", "counter/default"))
+    class Counter(DurableAgent, RoutedAgent): ...      # save_state/load_state as usual
+
+    store = AutoGenStateStore()                        # local by default, hosted inside Foundry
+    await Counter.register(runtime, "counter", durable_factory(Counter, store))
+    # each agent restores on its first message and saves after each handler, on
+    # SingleThreadedAgentRuntime and on gRPC workers (DurableGrpcWorkerAgentRuntime) alike
+
+``DurableGrpcWorkerAgentRuntime`` is imported when first used (it loads gRPC).
 """
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 from ._agent import DurableAgent, durable_factory
+from ._runtime import load_runtime, running, save_runtime
 from ._store import AutoGenStateStore, StateVersion
 
-__all__ = ["AutoGenStateStore", "DurableAgent", "StateVersion", "durable_factory"]
+if TYPE_CHECKING:
+    from ._grpc import DurableGrpcWorkerAgentRuntime
+
+__all__ = [
+    "AutoGenStateStore",
+    "DurableAgent",
+    "DurableGrpcWorkerAgentRuntime",
+    "StateVersion",
+    "durable_factory",
+    "load_runtime",
+    "running",
+    "save_runtime",
+]
+
+
+def __getattr__(name: str) -> Any:
+    if name == "DurableGrpcWorkerAgentRuntime":
+        from ._grpc import DurableGrpcWorkerAgentRuntime
+
+        return DurableGrpcWorkerAgentRuntime
+    raise AttributeError(f"module 'foundry_checkpoint_autogen' has no attribute {name!r}")

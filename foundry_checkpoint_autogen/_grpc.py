@@ -1,0 +1,190 @@
+"""``DurableGrpcWorkerAgentRuntime``: AutoGen's gRPC worker with state methods and a forgiving
+lifecycle.
+
+autogen-ext's ``GrpcWorkerAgentRuntime`` (0.7.5) raises ``NotImplementedError("Saving state is
+not yet implemented.")`` from ``save_state``, ``load_state``, ``agent_save_state``,
+``agent_load_state`` and ``agent_metadata``; its ``stop()`` raises ``RuntimeError("Runtime is
+not running.")`` before ``start()`` and when called twice; and a stopped worker restarted
+accepts ``start()`` but then hangs on ``send_message``. This subclass answers the state methods
+for the agents this worker hosts (it records them as its factories make them, through public
+API only), raises a :class:`LookupError` that points at the store for an agent hosted by
+another worker, makes ``start()`` idempotent and ``stop()`` forgiving, and refuses a restart
+with a clear error.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Awaitable, Callable, Mapping
+from types import TracebackType
+from typing import Any, Literal, TypeVar
+
+from autogen_core import Agent, AgentId, AgentInstantiationContext, AgentMetadata, AgentType
+from autogen_ext.runtimes.grpc import GrpcWorkerAgentRuntime
+
+__all__ = ["DurableGrpcWorkerAgentRuntime"]
+
+T = TypeVar("T", bound=Agent)
+_R = TypeVar("_R", bound="DurableGrpcWorkerAgentRuntime")
+
+
+class DurableGrpcWorkerAgentRuntime(GrpcWorkerAgentRuntime):
+    """A ``GrpcWorkerAgentRuntime`` whose state methods work for the agents it hosts.
+
+    Takes the same arguments as ``GrpcWorkerAgentRuntime``. ``save_state()`` maps
+    ``str(AgentId)`` to each hosted agent's ``save_state()`` (the format of
+    ``SingleThreadedAgentRuntime``); ``load_state()`` loads such a mapping, creating agents of
+    the types this worker registered; ``agent_save_state``, ``agent_load_state`` and
+    ``agent_metadata`` answer for those types. An agent of a type another worker hosts raises
+    :class:`LookupError` (its state is in the store, written by its own worker when it is a
+    :class:`~foundry_checkpoint_autogen.DurableAgent`).
+
+    Lifecycle: ``start()`` twice starts once; ``stop()`` before ``start()`` or twice does
+    nothing; ``start()`` after ``stop()`` raises :class:`RuntimeError` (a stopped worker cannot
+    be reused: create a new one); ``async with`` starts and stops.
+
+    Example:
+        >>> import asyncio
+        >>> async def lifecycle() -> str:
+        ...     worker = DurableGrpcWorkerAgentRuntime("127.0.0.1:1")
+        ...     await worker.stop(); await worker.stop()      # never started: nothing to do
+        ...     return worker.phase
+        >>> asyncio.run(lifecycle())
+        'new'
+    """
+
+    def __init__(self, host_address: str, **kwargs: Any) -> None:
+        super().__init__(host_address, **kwargs)
+        self._phase: Literal["new", "running", "stopped"] = "new"
+        self._hosted: dict[AgentId, Agent] = {}
+        self._local_types: set[str] = set()
+
+    @property
+    def phase(self) -> Literal["new", "running", "stopped"]:
+        """``"new"`` (never started), ``"running"`` or ``"stopped"`` (cannot be restarted)."""
+        return self._phase
+
+    @property
+    def hosted_types(self) -> frozenset[str]:
+        """The agent types this worker registered (it hosts their agents)."""
+        return frozenset(self._local_types)
+
+    # -- lifecycle ---------------------------------------------------------------------------
+    async def start(self) -> None:
+        """Connect to the host; a no-op when running; refused once stopped."""
+        if self._phase == "running":
+            return
+        if self._phase == "stopped":
+            raise RuntimeError(
+                "this DurableGrpcWorkerAgentRuntime was stopped and cannot be restarted (a "
+                "restarted gRPC worker accepts start() but never delivers messages): create a "
+                "new runtime and register the agents again; their state is in the store"
+            )
+        await super().start()
+        self._phase = "running"
+
+    async def stop(self) -> None:
+        """Stop the worker; a no-op before ``start()`` and after ``stop()``."""
+        if self._phase != "running":
+            return
+        self._phase = "stopped"
+        await super().stop()
+
+    async def __aenter__(self: _R) -> _R:
+        await self.start()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.stop()
+
+    # -- registration: remember what this worker hosts -----------------------------------------
+    async def register_factory(
+        self,
+        type: str | AgentType,
+        agent_factory: Callable[[], T | Awaitable[T]],
+        *,
+        expected_class: type[T] | None = None,
+    ) -> AgentType:
+        """Register ``agent_factory`` as in the base class; its agents are recorded as hosted."""
+        name = type if isinstance(type, str) else type.type
+        registered = await super().register_factory(
+            type, self._recording(agent_factory), expected_class=expected_class
+        )
+        self._local_types.add(name)
+        return registered
+
+    async def register_agent_instance(self, agent_instance: Agent, agent_id: AgentId) -> AgentId:
+        """Register an instance as in the base class; it is recorded as hosted."""
+        registered = await super().register_agent_instance(agent_instance, agent_id)
+        self._local_types.add(agent_id.type)
+        self._hosted[agent_id] = agent_instance
+        return registered
+
+    def _recording(self, factory: Callable[[], T | Awaitable[T]]) -> Callable[[], Any]:
+        def make() -> T | Awaitable[T]:
+            agent_id = AgentInstantiationContext.current_agent_id()
+            made = factory()
+            if inspect.isawaitable(made):
+                return self._record_later(agent_id, made)
+            self._hosted[agent_id] = made
+            return made
+
+        return make
+
+    async def _record_later(self, agent_id: AgentId, made: Awaitable[T]) -> T:
+        agent = await made
+        self._hosted[agent_id] = agent
+        return agent
+
+    # -- the state methods --------------------------------------------------------------------
+    def _local(self, agent_id: AgentId) -> None:
+        if agent_id.type not in self._local_types:
+            hosted = ", ".join(sorted(self._local_types)) or "none"
+            raise LookupError(
+                f"agent {agent_id} is not hosted by this worker (its types: {hosted}); it lives "
+                "on another worker, whose runtime answers for it. Read its state from the "
+                f"store instead: AutoGenStateStore.load(scope, 'agent', '{agent_id}')"
+            )
+
+    async def _agent(self, agent_id: AgentId) -> Agent:
+        self._local(agent_id)
+        return await self.try_get_underlying_agent_instance(agent_id)
+
+    async def save_state(self) -> Mapping[str, Any]:
+        """``{str(AgentId): state}`` of every agent this worker has created or registered."""
+        return {
+            str(aid): dict(await agent.save_state()) for aid, agent in list(self._hosted.items())
+        }
+
+    async def load_state(self, state: Mapping[str, Any]) -> None:
+        """Load ``{str(AgentId): state}``; every agent must be of a type this worker hosts.
+
+        Raises :class:`LookupError` naming the agents hosted elsewhere before loading any.
+        """
+        ids = {key: AgentId.from_str(key) for key in state}
+        foreign = sorted(key for key, aid in ids.items() if aid.type not in self._local_types)
+        if foreign:
+            raise LookupError(
+                f"agents {foreign} are not hosted by this worker (its types: "
+                f"{sorted(self._local_types)}); load them on the worker that hosts them. "
+                "Nothing was loaded."
+            )
+        for key, aid in ids.items():
+            await (await self._agent(aid)).load_state(state[key])
+
+    async def agent_save_state(self, agent: AgentId) -> Mapping[str, Any]:
+        """The state of ``agent`` (created if needed); :class:`LookupError` if hosted elsewhere."""
+        return await (await self._agent(agent)).save_state()
+
+    async def agent_load_state(self, agent: AgentId, state: Mapping[str, Any]) -> None:
+        """Load ``state`` into ``agent``; :class:`LookupError` if hosted elsewhere."""
+        await (await self._agent(agent)).load_state(state)
+
+    async def agent_metadata(self, agent: AgentId) -> AgentMetadata:
+        """The metadata of ``agent``; :class:`LookupError` if hosted elsewhere."""
+        return (await self._agent(agent)).metadata
