@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 from ._agent import DurableAgent, durable_factory
 from ._runtime import load_runtime, running, save_runtime
 from ._store import AutoGenStateStore, StateVersion
+from ._team import TeamSession, load_team, save_team
 
 if TYPE_CHECKING:
     from ._grpc import DurableGrpcWorkerAgentRuntime
@@ -30,10 +31,13 @@ __all__ = [
     "DurableAgent",
     "DurableGrpcWorkerAgentRuntime",
     "StateVersion",
+    "TeamSession",
     "durable_factory",
     "load_runtime",
+    "load_team",
     "running",
     "save_runtime",
+    "save_team",
 ]
 
 
