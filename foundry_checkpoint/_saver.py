@@ -245,7 +245,8 @@ class FoundryCheckpointer(CoreOwner, BaseCheckpointSaver[str]):
         credential, endpoint: hosted mode only (defaults: ``DefaultAzureCredential`` and
             ``FOUNDRY_PROJECT_ENDPOINT``).
         user_id: the end user to partition by (hosted: sent as ``x-ms-user-id``; local: the
-            partition of the embedded store).
+            partition of the embedded store). Leave it unset in a host serving many users: each
+            call is then for the user of its request context (``docs/hosted.md``).
         item_ttl_seconds: idle expiry of items, fixed when a store is created (default 30 days;
             ``-1`` never expires).
         spill: where large values go (a :class:`~foundry_checkpoint.spill.SpillStore`).

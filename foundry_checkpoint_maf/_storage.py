@@ -180,7 +180,8 @@ class FoundryCheckpointStorage(CoreOwner):
         endpoint: Foundry project endpoint for hosted mode (default:
             ``FOUNDRY_PROJECT_ENDPOINT``).
         user_id: The end user whose isolated partition to use (hosted: forwarded to the
-            service, honoured for trusted callers; local: the partition name).
+            service, honoured for trusted callers; local: the partition name). Unset, each
+            call is for the user of its request context (``docs/hosted.md``).
         item_ttl_seconds: Idle lifetime of items in stores this object creates (-1: never).
         spill: Where checkpoints over the 1 MB item limit go (default: a directory under the
             state root in local mode, ``FOUNDRY_CHECKPOINT_BLOB_*`` blob storage if set).
