@@ -37,10 +37,11 @@ def _documented() -> str:
 
 def test_every_public_option_is_in_the_reference() -> None:
     from foundry_checkpoint import FoundryCheckpointer
+    from foundry_checkpoint_autogen import AutoGenStateStore
     from foundry_checkpoint_maf import FoundryCheckpointStorage
 
     reference = (DOCS / "configuration.md").read_text(encoding="utf-8")
-    for cls in (FoundryCheckpointer, FoundryCheckpointStorage):
+    for cls in (FoundryCheckpointer, FoundryCheckpointStorage, AutoGenStateStore):
         for name in inspect.signature(cls).parameters:
             shown = f"**{name}" if name == "client_kwargs" else f"`{name}`"
             assert shown in reference, f"{cls.__name__}({name}) is not documented"
@@ -49,11 +50,16 @@ def test_every_public_option_is_in_the_reference() -> None:
 def test_every_public_class_and_error_is_documented() -> None:
     import foundry_checkpoint
     import foundry_checkpoint.emulator
+    import foundry_checkpoint_autogen
     import foundry_checkpoint_maf
     from foundry_checkpoint import errors
 
     text = _documented()
-    names = [*foundry_checkpoint.__all__, *foundry_checkpoint_maf.__all__]
+    names = [
+        *foundry_checkpoint.__all__,
+        *foundry_checkpoint_maf.__all__,
+        *foundry_checkpoint_autogen.__all__,
+    ]
     names += foundry_checkpoint.emulator.__all__
     for name in names:
         assert name in text, name
@@ -69,6 +75,7 @@ def test_every_environment_variable_is_documented() -> None:
         for p in [
             *(ROOT / "foundry_checkpoint").rglob("*.py"),
             *(ROOT / "foundry_checkpoint_maf").rglob("*.py"),
+            *(ROOT / "foundry_checkpoint_autogen").rglob("*.py"),
         ]
     )
     used = set(re.findall(r"\b((?:FOUNDRY|AGENTSERVER|AZURE_AI_AGENTSERVER)_[A-Z_]+)\b", sources))

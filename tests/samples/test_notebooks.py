@@ -1,4 +1,4 @@
-"""Both notebooks execute top to bottom in a real kernel (with Jupyter's running loop)."""
+"""Every notebook executes top to bottom in a real kernel (with Jupyter's running loop)."""
 
 from __future__ import annotations
 
@@ -67,3 +67,15 @@ def test_maf_quickstart_notebook(
     assert "checkpoints: 3" in out
     assert "resumed output: ['HELLO FOUNDRY!']" in out
     assert "latest is the newest id: True" in out
+
+
+def test_autogen_team_notebook(
+    sample_env: dict[str, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    out = execute("autogen_team.ipynb", sample_env, tmp_path, monkeypatch)
+    assert "local-sqlite" in out
+    assert "writer: Saved after each step / nothing lost" in out
+    assert "resumed: True" in out
+    assert "writer: Saved after each step / nothing lost / a restart shrugs" in out
+    assert "writer context messages: 5" in out  # both exchanges, across the restart
+    assert "versions saved: 2" in out

@@ -32,6 +32,7 @@ def test_every_script_is_tested() -> None:
         "maf_human_in_the_loop.py",
         "hosted_offline.py",
         "hosted_agents_offline.py",
+        "autogen_grpc_failover.py",
     }
     assert {p.name for p in SAMPLES.glob("*.py")} == tested
 
@@ -137,3 +138,18 @@ def test_hosted_agents_offline(sample_env: dict[str, str]) -> None:
         out[15],
     ]
     assert re.fullmatch(r"state-store requests served: \d+", out[15])
+
+
+def test_autogen_grpc_failover(sample_env: dict[str, str]) -> None:
+    out = run("autogen_grpc_failover.py", sample_env)
+    assert out == [
+        "1) worker 1 hosts the counter agents:",
+        "worker 1 replied: count=1 history=['a']",
+        "worker 1 replied: count=2 history=['a', 'b']",
+        "worker 1 replied: count=3 history=['a', 'b', 'c']",
+        "worker 1 save_state(): {'counter/ann': {'history': ['a', 'b', 'c']}}",
+        "2) worker 1 stopped",
+        "3) worker 2 (a new runtime and a new store object) takes the agent type over:",
+        "worker 2 replied: count=4 history=['a', 'b', 'c', 'd']",
+        "versions stored for counter/ann: 4",
+    ]
