@@ -8,6 +8,9 @@ gadgets are known to be live); the saver's default does not.
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -132,3 +135,34 @@ def test_an_own_state_type_needs_the_allow_list(store_env: Any) -> None:
         allowed = saver.with_allowlist({key})
         got = allowed.get_tuple(cfg("t1"))
         assert got is not None and got.checkpoint["channel_values"]["p"] == Point(1, 2)
+
+
+_ATTACKER = """
+import sys
+from pathlib import Path
+from tests.security._gadgets import langgraph_gadgets
+from tests.security.test_tamper_langgraph import _plant
+from tests.conftest import StoreEnv
+
+env = StoreEnv("local", Path(sys.argv[2]))
+print(_plant(env, "t1", langgraph_gadgets(Path(sys.argv[1]))["os_system"], as_write=False))
+"""
+
+
+def test_a_gadget_planted_by_another_process_is_refused(store_env: Any, tmp_path: Path) -> None:
+    if store_env.mode != "local":
+        pytest.skip("the other process shares the local state root")
+    marker = tmp_path / "ran"
+    root = Path(__file__).resolve().parents[2]
+    done = subprocess.run(
+        [sys.executable, "-c", _ATTACKER, str(marker), str(store_env.root)],
+        env={**os.environ, "PYTHONPATH": str(root)},
+        cwd=root, capture_output=True, text=True, timeout=120, check=True,
+    )  # fmt: skip
+    checkpoint_id = done.stdout.strip()
+    with FoundryCheckpointer(**store_env.kwargs()) as victim:
+        with pytest.raises(CorruptPayloadError, match=r"os\.system"):
+            victim.get_tuple(cfg("t1", checkpoint_id))
+        with pytest.raises(CorruptPayloadError):
+            build(victim).get_state(cfg("t1"))
+    assert not marker.exists()
