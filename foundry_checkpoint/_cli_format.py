@@ -25,10 +25,12 @@ import math
 import re
 import uuid
 from collections.abc import Mapping
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
-from langgraph.checkpoint.base import CheckpointTuple
 from rich.text import Text
+
+if TYPE_CHECKING:
+    from langgraph.checkpoint.base import CheckpointTuple
 
 __all__ = [
     "cell",

@@ -37,6 +37,28 @@ class CoreOwner:
         """The active backend: ``"local-sqlite"``, ``"local-sdk"`` or ``"hosted"``."""
         return self._core.kind
 
+    @property
+    def location(self) -> str:
+        """Where the data lives: the SQLite file, the SDK's folder, or the hosted endpoint.
+
+        Example:
+            >>> from foundry_checkpoint import FoundryCheckpointer
+            >>> FoundryCheckpointer().location.endswith("state.sqlite3")  # doctest: +SKIP
+            True
+        """
+        return self._core.location
+
+    @property
+    def store_prefix(self) -> str:
+        """The first segment of every store name this object uses (``"langgraph"``, ``"maf"``)."""
+        return self._core.prefix
+
+    @property
+    def spill_location(self) -> str | None:
+        """Where values over the item limit go (a folder or a blob container), or None."""
+        spill = self._core.spill
+        return spill.describe if spill is not None else None
+
     def _reset(self) -> None:
         """Drop per-object caches that belong to the core's clients (hook)."""
 

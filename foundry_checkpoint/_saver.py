@@ -388,6 +388,27 @@ class FoundryCheckpointer(CoreOwner, BaseCheckpointSaver[str]):
         """
         self._core.run(self._prune(thread_ids, strategy, keep))
 
+    def list_threads(self) -> builtins.list[str]:
+        """The ids of this user's threads, sorted (from the thread index; no checkpoint is read).
+
+        Example:
+            >>> with FoundryCheckpointer() as saver:  # doctest: +SKIP
+            ...     saver.list_threads()
+            ['support-42', 't-1']
+        """
+        return self._core.run(self._list_threads())
+
+    def count_checkpoints(self, thread_id: str, *, checkpoint_ns: str | None = None) -> int:
+        """How many checkpoints ``thread_id`` holds (in ``checkpoint_ns``; default: every
+        namespace), counted from the store's key listing: no checkpoint is read or decoded.
+
+        Example:
+            >>> with FoundryCheckpointer() as saver:  # doctest: +SKIP
+            ...     saver.count_checkpoints("t-1")
+            3
+        """
+        return self._core.run(self._count_checkpoints(thread_id, checkpoint_ns))
+
     # -- public API: async faces ------------------------------------------------------------
     async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
         """Async form of :meth:`get_tuple`."""
@@ -444,6 +465,14 @@ class FoundryCheckpointer(CoreOwner, BaseCheckpointSaver[str]):
     ) -> None:
         """Async form of :meth:`prune`."""
         await self._core.arun(self._prune(thread_ids, strategy, keep))
+
+    async def alist_threads(self) -> builtins.list[str]:
+        """Async form of :meth:`list_threads`."""
+        return await self._core.arun(self._list_threads())
+
+    async def acount_checkpoints(self, thread_id: str, *, checkpoint_ns: str | None = None) -> int:
+        """Async form of :meth:`count_checkpoints`."""
+        return await self._core.arun(self._count_checkpoints(thread_id, checkpoint_ns))
 
     def get_delta_channel_history(
         self, *, config: RunnableConfig, channels: Sequence[str]
@@ -522,6 +551,18 @@ class FoundryCheckpointer(CoreOwner, BaseCheckpointSaver[str]):
     def _drop_state(self, thread_id: str) -> None:
         """Forget the current user's cached knowledge of ``thread_id``."""
         self._threads.pop((self._core.user_key(), thread_id), None)
+
+    async def _list_threads(self) -> builtins.list[str]:
+        return sorted(t for t in await self._core.scope_ids() if t is not None)
+
+    async def _count_checkpoints(self, thread_id: str, ns: str | None) -> int:
+        scope = await self._core.scope(_check_thread(thread_id), create=False)
+        if scope is None:
+            return 0
+        tags = {TAG_KIND: KIND_CHECKPOINT}
+        if ns is not None:
+            tags[TAG_NS] = ns_tag(ns)
+        return len(await scope.keys(tags))
 
     async def _latest_key(self, scope: Scope, ns: str) -> ItemKey | None:
         """The key of the newest checkpoint of ``ns``, from keys and tags only.
@@ -670,8 +711,7 @@ class FoundryCheckpointer(CoreOwner, BaseCheckpointSaver[str]):
         """
         rows = await self._raw_pending(scope, ns, checkpoint_id, known)
         return [
-            (task_id, channel, self._loads((type_, data)))
-            for task_id, channel, type_, data in rows
+            (task_id, channel, self._loads((type_, data))) for task_id, channel, type_, data in rows
         ]
 
     async def _raw_pending(
@@ -1171,8 +1211,7 @@ class FoundryCheckpointer(CoreOwner, BaseCheckpointSaver[str]):
             absorb(rec)
             cursor = rec.parent_id
         return {
-            name: DeltaBase(seeds.get(name), tuple(reversed(collected[name])))
-            for name in channels
+            name: DeltaBase(seeds.get(name), tuple(reversed(collected[name]))) for name in channels
         }
 
     async def _delta_history(

@@ -20,12 +20,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from ._storage import FoundryCheckpointStorage
+from ._storage import FoundryCheckpointStorage, StoredCheckpoint
 
 if TYPE_CHECKING:
     from ._hosting import FoundryCheckpointStorageProvider
 
-__all__ = ["FoundryCheckpointStorage", "FoundryCheckpointStorageProvider"]
+__all__ = ["FoundryCheckpointStorage", "FoundryCheckpointStorageProvider", "StoredCheckpoint"]
 
 
 def __getattr__(name: str) -> Any:

@@ -20,16 +20,25 @@ with the history.
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 from collections.abc import Coroutine, Iterable, Mapping, Sequence
-from datetime import datetime
+from dataclasses import dataclass
+from datetime import datetime, timedelta, timezone
 from typing import TYPE_CHECKING, Any, Final, TypeVar
 
 from agent_framework import CheckpointID, WorkflowCheckpoint, WorkflowCheckpointException
 from azure.ai.agentserver.core.storage import DEFAULT_ITEM_TTL_SECONDS
 
 from foundry_checkpoint import _codec
-from foundry_checkpoint._core import CheckpointCore, LocalBackend, Scope, newest_second
+from foundry_checkpoint._core import (
+    DEFAULT_GC_GRACE_SECONDS,
+    CheckpointCore,
+    GcReport,
+    LocalBackend,
+    Scope,
+    newest_second,
+)
 from foundry_checkpoint._lifecycle import CoreOwner
 from foundry_checkpoint._naming import check_identifier, item_key, tag_value, unescape
 from foundry_checkpoint._protocol import ItemKey
@@ -51,7 +60,7 @@ if TYPE_CHECKING:
 
     from foundry_checkpoint.spill import SpillStore
 
-__all__ = ["FoundryCheckpointStorage"]
+__all__ = ["FoundryCheckpointStorage", "StoredCheckpoint"]
 
 logger = logging.getLogger("foundry_checkpoint_maf")
 
@@ -163,6 +172,47 @@ async def _bound(context: FoundryAgentRequestContext, coro: Coroutine[Any, Any, 
     return await coro
 
 
+def _iso_from_tag(tag: str) -> str | None:
+    """The ISO 8601 UTC instant of a ``ts`` tag (see ``sortable_timestamp``), or None."""
+    try:
+        micros = int(tag) if not tag.startswith("-") else int(tag[1:]) - 10**19
+    except ValueError:
+        return None
+    try:
+        moment = datetime(1970, 1, 1, tzinfo=timezone.utc) + timedelta(microseconds=micros)
+    except OverflowError:
+        return None
+    return moment.isoformat()
+
+
+def _untag(tag: str | None) -> str | None:
+    if tag is None or tag == _EMPTY_TAG:
+        return None if tag is None else ""
+    return unescape(tag) or tag  # a hashed tag ("!" + sha256) is shown as it is
+
+
+@dataclass(frozen=True)
+class StoredCheckpoint:
+    """What the store says about one MAF checkpoint, read from its key and tags only.
+
+    ``size`` (bytes of the stored item value) and ``spilled`` (the checkpoint lives in the
+    spill store) are known only from :meth:`FoundryCheckpointStorage.inspect`, which reads the
+    item (without decoding it); listings leave them None. ``timestamp`` is the checkpoint's
+    own timestamp in ISO 8601 UTC.
+
+    Example:
+        >>> StoredCheckpoint("c2", "triage", "c1", "2026-01-01T00:00:00+00:00").previous
+        'c1'
+    """
+
+    checkpoint_id: str
+    workflow_name: str
+    previous: str | None
+    timestamp: str | None
+    size: int | None = None
+    spilled: bool | None = None
+
+
 class FoundryCheckpointStorage(CoreOwner):
     """Microsoft Agent Framework checkpoint storage on Foundry's durable state store.
 
@@ -270,6 +320,25 @@ class FoundryCheckpointStorage(CoreOwner):
         storage = cls.__new__(cls)
         storage._setup(core, context_id, allowed, owns_core=False, request_context=request_context)
         return storage
+
+    def for_context(self, context_id: str | None) -> FoundryCheckpointStorage:
+        """A storage for another context on this one's clients and loop (closing it leaves
+        them open; close this one when done).
+
+        Example:
+            >>> async def demo() -> list[str]:
+            ...     async with FoundryCheckpointStorage() as storage:
+            ...         other = storage.for_context("conv-42")
+            ...         return [c.checkpoint_id for c in await other.list_stored()]
+            >>> asyncio.run(demo())  # doctest: +SKIP
+            ['3f2a…']
+        """
+        return type(self)._on_core(
+            self._core,
+            context_id,
+            allowed=self._allowed,
+            request_context=self._request_context,
+        )
 
     # -- introspection ----------------------------------------------------------------------
     @property
@@ -423,6 +492,125 @@ class FoundryCheckpointStorage(CoreOwner):
         checkpoints = await self._decodable(workflow_name, "list_checkpoint_ids")
         return [checkpoint.checkpoint_id for checkpoint in checkpoints]
 
+    # -- inspection and maintenance (beyond MAF's protocol) ----------------------------------
+    async def list_contexts(self) -> list[str | None]:
+        """Every context this user has checkpoints in under the prefix (None: the default
+        store), from the context index: no checkpoint is read.
+
+        Example:
+            >>> async def demo() -> list[str | None]:
+            ...     async with FoundryCheckpointStorage() as storage:
+            ...         return await storage.list_contexts()
+            >>> asyncio.run(demo())  # doctest: +SKIP
+            ['conv-42']
+        """
+        ids = await self._run(self._core.scope_ids())
+        named = sorted(i for i in ids if i is not None)
+        return [None, *named] if None in ids else list(named)
+
+    async def list_stored(self, *, workflow_name: str | None = None) -> list[StoredCheckpoint]:
+        """This context's checkpoints (of ``workflow_name``; default: every workflow), oldest
+        first per the order :meth:`get_latest` uses, from the key listing alone: nothing is
+        read or decoded, so it is cheap and lists checkpoints that would not decode too.
+
+        Example:
+            >>> async def demo() -> list[str]:
+            ...     async with FoundryCheckpointStorage(context_id="conv-42") as storage:
+            ...         return [c.checkpoint_id for c in await storage.list_stored()]
+            >>> asyncio.run(demo())  # doctest: +SKIP
+            ['3f2a…', '9c1d…']
+        """
+        tags = (
+            {_TAG_KIND: _KIND}
+            if workflow_name is None
+            else self._filter(_checked_workflow_name(workflow_name))
+        )
+        keys = await self._run(self._keys(tags))
+        return [self._stored(key) for key in _oldest_first(keys)]
+
+    async def inspect(self, checkpoint_id: CheckpointID) -> StoredCheckpoint:
+        """:meth:`list_stored`'s record of one checkpoint with its ``size`` and ``spilled``
+        filled in: the item is read, not decoded. Raises ``WorkflowCheckpointException``
+        when the checkpoint does not exist.
+
+        Example:
+            >>> async def demo(cid: str) -> bool | None:
+            ...     async with FoundryCheckpointStorage(context_id="conv-42") as storage:
+            ...         return (await storage.inspect(cid)).spilled
+            >>> asyncio.run(demo("3f2a"))  # doctest: +SKIP
+            False
+        """
+        checkpoint_id = _checked_checkpoint_id(checkpoint_id)
+        return await self._run(self._inspect(checkpoint_id))
+
+    async def delete_context(self) -> int:
+        """Delete every checkpoint of this context (and its spilled blobs); returns how many
+        checkpoints there were (counted from the key listing).
+
+        Example:
+            >>> async def demo() -> int:
+            ...     async with FoundryCheckpointStorage(context_id="conv-42") as storage:
+            ...         return await storage.delete_context()
+            >>> asyncio.run(demo())  # doctest: +SKIP
+            4
+        """
+        return await self._run(self._delete_context())
+
+    async def prune(self, *, keep: int = 1, workflow_name: str | None = None) -> int:
+        """Delete all but the newest ``keep`` checkpoints of each workflow of this context (or
+        of ``workflow_name`` only), newest as :meth:`get_latest` decides; returns how many were
+        deleted. Which to keep is decided from keys and tags, without reading a checkpoint.
+
+        Example:
+            >>> async def demo() -> int:
+            ...     async with FoundryCheckpointStorage(context_id="conv-42") as storage:
+            ...         return await storage.prune(keep=2)
+            >>> asyncio.run(demo())  # doctest: +SKIP
+            3
+        """
+        if isinstance(keep, bool) or not isinstance(keep, int) or keep < 1:
+            raise ValueError(f"keep must be a positive number of checkpoints, got {keep!r}")
+        stored = await self.list_stored(workflow_name=workflow_name)
+        by_workflow: dict[str, list[StoredCheckpoint]] = {}
+        for record in stored:
+            by_workflow.setdefault(record.workflow_name, []).append(record)
+        deleted = 0
+        for records in by_workflow.values():
+            for record in records[: max(0, len(records) - keep)]:
+                deleted += await self._run(self._delete(record.checkpoint_id))
+        return deleted
+
+    async def gc(
+        self, *, grace_seconds: float = DEFAULT_GC_GRACE_SECONDS, dry_run: bool = False
+    ) -> GcReport:
+        """Delete this user's spilled checkpoint blobs (every context under the prefix) that no
+        checkpoint references any more, once older than ``grace_seconds`` (a save in flight
+        uploads its blob first). ``delete`` removes a checkpoint's blob at once; this finds
+        what expired items or crashed writers left behind.
+
+        Example:
+            >>> async def demo() -> int:
+            ...     async with FoundryCheckpointStorage() as storage:
+            ...         return len((await storage.gc(dry_run=True)).deleted)
+            >>> asyncio.run(demo())  # doctest: +SKIP
+            0
+        """
+        return await self._run(
+            self._core.gc(_referenced, grace_seconds=grace_seconds, dry_run=dry_run)
+        )
+
+    def _stored(self, key: ItemKey, value: Mapping[str, Any] | None = None) -> StoredCheckpoint:
+        tags = _tags_of(key)
+        workflow = value.get(_EXTRA_WF) if value else None
+        return StoredCheckpoint(
+            checkpoint_id=self._id_from(key, value),
+            workflow_name=workflow
+            if isinstance(workflow, str)
+            else _untag(tags.get(_TAG_WF)) or "",
+            previous=_untag(tags.get(_TAG_PREV)),
+            timestamp=_iso_from_tag(tags.get(_TAG_TS, "")),
+        )
+
     # -- helpers on the caller's side -------------------------------------------------------
     def _prepare(
         self, checkpoint: WorkflowCheckpoint, checkpoint_id: str
@@ -552,6 +740,46 @@ class FoundryCheckpointStorage(CoreOwner):
         results = await asyncio.gather(*(_one(k) for k in keys))
         return [r for r in results if r is not None]
 
+    async def _keys(self, tags: Mapping[str, str]) -> list[ItemKey]:
+        scope = await self._existing()
+        return [] if scope is None else await scope.keys(tags)
+
+    async def _inspect(self, checkpoint_id: str) -> StoredCheckpoint:
+        scope = await self._existing()
+        key = item_key(_KEY_WORD, checkpoint_id)
+        found = (
+            []
+            if scope is None
+            else await scope.keys({_TAG_KIND: _KIND, _TAG_ID: _tag(checkpoint_id)})
+        )
+        match = next((k for k in found if k.key == key), None)
+        item = None if scope is None or match is None else await scope.store.get_item(key)
+        if match is None or item is None:
+            raise WorkflowCheckpointException(
+                f"No checkpoint found with ID {checkpoint_id} (context {self._context_id!r} of "
+                f"store {self._core.name_for(self._context_id)!r})"
+            )
+        record = self._stored(match, item.value)
+        size = len(json.dumps(item.value, separators=(",", ":")).encode("utf-8"))
+        spilled = _codec.spilled_digest(item.value) is not None
+        return StoredCheckpoint(
+            record.checkpoint_id,
+            record.workflow_name,
+            record.previous,
+            record.timestamp,
+            size=size,
+            spilled=spilled,
+        )
+
+    async def _delete_context(self) -> int:
+        scope = await self._existing()
+        if scope is None:
+            await self._core.unregister(self._context_id)
+            return 0
+        count = len(await scope.keys({_TAG_KIND: _KIND}))
+        await scope.purge()
+        return count
+
     async def _delete(self, checkpoint_id: str) -> bool:
         scope = await self._existing()
         if scope is None:
@@ -568,3 +796,14 @@ class FoundryCheckpointStorage(CoreOwner):
             if namespace is not None:
                 await spill.delete(namespace, [digest])
         return True
+
+
+async def _referenced(scope: Scope) -> set[str]:
+    """Every blob a context's checkpoints reference (each item is read, none decoded)."""
+    found: set[str] = set()
+    for key in await scope.keys({_TAG_KIND: _KIND}):
+        item = await scope.store.get_item(key.key)
+        digest = None if item is None else _codec.spilled_digest(item.value)
+        if digest is not None:
+            found.add(digest)
+    return found

@@ -8,8 +8,9 @@ What it shows:
   workflow with ``get_latest`` and resumes it with ``workflow.run(checkpoint_id=...)``: the steps
   that already ran are not run again.
 
-Local mode needs nothing (``AGENTSERVER_STATE_ROOT`` is a temporary folder here unless you set
-it); inside a Foundry-hosted agent the same code uses the hosted state store.
+Local mode needs nothing (the store lives under ``AGENTSERVER_STATE_ROOT``, default
+``~/.agentserver``; ``foundry-checkpoint maf contexts`` shows what it stored); inside a
+Foundry-hosted agent the same code uses the hosted state store.
 
 Run: ``python samples/maf_workflow_resume.py``
 """
@@ -18,7 +19,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-import tempfile
 
 from agent_framework import Executor, Workflow, WorkflowBuilder, WorkflowContext, handler
 from typing_extensions import Never
@@ -59,12 +59,12 @@ def build(storage: FoundryCheckpointStorage, *, crash: bool) -> Workflow:
 
 
 async def main() -> None:
-    os.environ.setdefault("AGENTSERVER_STATE_ROOT", tempfile.mkdtemp(prefix="foundry-maf-"))
     os.environ.setdefault("AZURE_AI_AGENTSERVER_DISABLE_EXPERIMENTAL_WARNING", "true")
 
     print("1) first run, which crashes before it finishes:")
     async with FoundryCheckpointStorage(context_id=CONTEXT) as storage:
         print(f"   {storage!r}")
+        await storage.delete_context()  # start clean when run again
         try:
             await build(storage, crash=True).run("start")
         except RuntimeError as exc:
@@ -78,6 +78,7 @@ async def main() -> None:
         print(f"   {len(ids)} checkpoints saved; resuming from the latest, {latest.checkpoint_id}")
         result = await build(storage, crash=False).run(checkpoint_id=latest.checkpoint_id)
         print(f"   finished: {result.get_outputs()[0]}")
+    print("3) see what is stored: foundry-checkpoint maf contexts (or maf checkpoints conv-42)")
 
 
 if __name__ == "__main__":

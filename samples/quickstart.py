@@ -2,8 +2,8 @@
 
 What it shows:
 - ``FoundryCheckpointer()`` with no arguments: the embedded local store under
-  ``AGENTSERVER_STATE_ROOT`` (here a temporary folder unless you set it), the same code that
-  runs unchanged inside a Foundry-hosted agent;
+  ``AGENTSERVER_STATE_ROOT`` (default ``~/.agentserver``), the same code that runs unchanged
+  inside a Foundry-hosted agent; ``foundry-checkpoint threads`` then shows what it stored;
 - a run interrupted half way (a "crash"), then resumed by a brand-new checkpointer, as a new
   process would: the graph continues from the latest checkpoint instead of starting over;
 - the checkpoint history of the thread.
@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import operator
 import os
-import tempfile
 from collections.abc import Callable
 from typing import Annotated, Any, TypedDict
 
@@ -55,13 +54,13 @@ def build(checkpointer: FoundryCheckpointer, *, crash: bool) -> Any:
 
 
 def main() -> None:
-    os.environ.setdefault("AGENTSERVER_STATE_ROOT", tempfile.mkdtemp(prefix="foundry-demo-"))
     os.environ.setdefault("AZURE_AI_AGENTSERVER_DISABLE_EXPERIMENTAL_WARNING", "true")
     config: RunnableConfig = {"configurable": {"thread_id": "demo-thread"}}
 
     print("1) first run, which crashes before it finishes:")
     with FoundryCheckpointer() as saver:
         print(f"   {saver!r}")
+        saver.delete_thread("demo-thread")  # start clean when run again
         try:
             build(saver, crash=True).invoke({"done": []}, config)
         except RuntimeError as exc:
@@ -77,6 +76,7 @@ def main() -> None:
         history = list(saver.list(config))
         latest_step = history[0].metadata["step"]
         print(f"   {len(history)} checkpoints in the thread; latest step {latest_step}")
+    print("3) see what is stored: foundry-checkpoint threads (or history demo-thread --tree)")
 
 
 if __name__ == "__main__":

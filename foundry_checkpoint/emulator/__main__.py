@@ -10,6 +10,7 @@ Example::
 from __future__ import annotations
 
 import argparse
+import json
 import signal
 import sys
 import threading
@@ -43,6 +44,11 @@ def _parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         default=[],
         metavar="CALL_ID=USER",
         help="resolve requests carrying x-agent-foundry-call-id CALL_ID to USER (repeatable)",
+    )
+    parser.add_argument(
+        "--json",
+        action="store_true",
+        help='print one JSON line {"endpoint": ..., "ca_file": ...} instead of two text lines',
     )
     return parser.parse_args(argv)
 
@@ -80,8 +86,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         for call_id, user in _bindings(args.bind):
             emulator.bind_call(call_id, user)
         with emulator as emu:
-            print(f"endpoint: {emu.endpoint}", flush=True)
-            print(f"ca_file: {emu.ca_file}", flush=True)
+            if args.json:
+                print(json.dumps({"endpoint": emu.endpoint, "ca_file": emu.ca_file}), flush=True)
+            else:
+                print(f"endpoint: {emu.endpoint}", flush=True)
+                print(f"ca_file: {emu.ca_file}", flush=True)
             stop.wait()
     except (ValueError, OSError, RuntimeError) as exc:
         print(f"error: {exc}", file=sys.stderr, flush=True)

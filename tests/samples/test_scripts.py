@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import json
 import re
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 from .conftest import SAMPLES
 
@@ -86,7 +88,7 @@ def test_maf_workflow_resume(sample_env: dict[str, str]) -> None:
     out = run("maf_workflow_resume.py", sample_env)
     assert "crashed: simulated crash in 'review'" in out
     assert out.count("running plan") == 1 and out.count("running draft") == 1
-    assert out[-1] == "finished: start > plan > draft > review > publish"
+    assert "finished: start > plan > draft > review > publish" in out
     assert any(re.fullmatch(r"3 checkpoints saved; resuming from the latest, \S+", x) for x in out)
 
 
@@ -153,3 +155,33 @@ def test_autogen_grpc_failover(sample_env: dict[str, str]) -> None:
         "worker 2 replied: count=4 history=['a', 'b', 'c', 'd']",
         "versions stored for counter/ann: 4",
     ]
+
+
+def _cli(env: dict[str, str], *args: str) -> Any:
+    done = subprocess.run(
+        [sys.executable, "-m", "foundry_checkpoint.cli", *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout)
+
+
+def test_cli_lists_what_the_samples_stored(sample_env: dict[str, str]) -> None:
+    """After the quickstart and the MAF sample (run twice: each starts clean), the command line
+    on the same default store lists the thread and the context they stored."""
+    for _ in range(2):
+        run("quickstart.py", sample_env)
+    run("maf_workflow_resume.py", sample_env)
+    threads = _cli(sample_env, "threads", "--json")["threads"]
+    assert [t["thread_id"] for t in threads] == ["demo-thread"]
+    history = _cli(sample_env, "--json", "history", "demo-thread")["checkpoints"]
+    assert history[0]["checkpoint_id"] == threads[0]["checkpoint_id"]
+    assert len(history) == 7  # one run's checkpoints: the second run deleted the first's
+    contexts = _cli(sample_env, "maf", "contexts", "--json")["contexts"]
+    assert [(c["context_id"], c["workflows"]) for c in contexts] == [("conv-42", ["report"])]
+    listed = _cli(sample_env, "maf", "checkpoints", "conv-42", "--json")["checkpoints"]
+    assert len(listed) == contexts[0]["checkpoints"] and listed[-1]["latest"] is True

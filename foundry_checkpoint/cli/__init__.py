@@ -1,15 +1,17 @@
-"""``foundry-checkpoint``: inspect, clean up and migrate LangGraph checkpoints from a shell.
+"""``foundry-checkpoint``: inspect, clean up and migrate stored checkpoints from a shell.
 
-Needs the ``cli`` and ``langgraph`` extras (``pip install 'foundry-checkpoint[cli,langgraph]'``).
-Every command works on the backend the environment selects, exactly as a
-:class:`~foundry_checkpoint.FoundryCheckpointer` in your app would: the embedded local store
-under ``AGENTSERVER_STATE_ROOT`` by default, the hosted Foundry state store when
-``FOUNDRY_HOSTING_ENVIRONMENT`` is set. Human output starts with one line saying which backend is
-active and where its data lives; ``--json`` prints one JSON document for scripts instead.
+The top-level commands work on LangGraph threads (the ``cli`` and ``langgraph`` extras); the
+``maf`` group on Microsoft Agent Framework contexts (``cli`` and ``maf``). Every command works
+on the backend the environment selects, exactly as a checkpointer in your app would: the
+embedded local store under ``AGENTSERVER_STATE_ROOT`` by default, the hosted Foundry state
+store when ``FOUNDRY_HOSTING_ENVIRONMENT`` is set. Human output starts with one line saying
+which backend is active and where its data lives; ``--json`` (before or after the command)
+prints one JSON document for scripts instead, of the shape ``docs/cli.md`` documents for that
+command.
 
 Exit codes: 0 on success, 1 with a one-line ``error: ...`` on stderr when the operation fails
-(a typed :mod:`foundry_checkpoint.errors` error, an unknown thread, a store or network error),
-2 for bad usage.
+(a typed :mod:`foundry_checkpoint.errors` error, an unknown thread or context, a store or
+network error, a declined confirmation), 2 for bad usage (one ``error: ...`` line too).
 
 Example::
 
@@ -17,90 +19,57 @@ Example::
     $ foundry-checkpoint history support-42 --limit 5
     $ foundry-checkpoint show support-42 --json | jq .values
     $ foundry-checkpoint copy --from sqlite:checkpoints.db --to foundry
+    $ foundry-checkpoint maf contexts --json
 """
 
 from __future__ import annotations
 
 import contextlib
-import enum
 import logging
 import os
-import sys
-from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, NoReturn
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
-from typer.core import TyperGroup
 
-from . import _cli_copy
-from ._cli_format import cell, mask_secrets, preview, strict_json, summary, tuple_json, visible
-from ._core import DEFAULT_GC_GRACE_SECONDS
-from .errors import FoundryCheckpointError
+from .. import _cli_copy
+from .._cli_format import mask_secrets, preview, summary, tuple_json, visible
+from .._core import DEFAULT_GC_GRACE_SECONDS
+from . import _common, _maf
+from ._common import JsonFlag, LocalBackendChoice, OneLineErrors, Options
 
 if TYPE_CHECKING:
     from langchain_core.runnables import RunnableConfig
     from langgraph.checkpoint.base import BaseCheckpointSaver, CheckpointTuple
 
-    from ._saver import FoundryCheckpointer
+    from .._saver import FoundryCheckpointer
 
 __all__ = ["app", "main"]
 
+LANGGRAPH_PREFIX = "langgraph"
 
-def _click_error_base() -> type[Exception]:
-    """The ``ClickException`` class typer uses (its own copy of click, or click itself)."""
-    for klass in typer.BadParameter.__mro__:
-        if klass.__name__ == "ClickException" and issubclass(klass, Exception):
-            return klass
-    return Exception  # pragma: no cover - every typer release has one
-
-
-_ClickError = _click_error_base()
-
-
-class _OneLineErrors(TyperGroup):
-    """A command group whose usage errors are one ``error: ...`` line (exit 2)."""
-
-    def main(
-        self,
-        args: Sequence[str] | None = None,
-        prog_name: str | None = None,
-        complete_var: str | None = None,
-        standalone_mode: bool = True,
-        windows_expand_args: bool = True,
-        **extra: Any,
-    ) -> Any:
-        try:
-            result = super().main(
-                args,
-                prog_name or "foundry-checkpoint",
-                complete_var,
-                standalone_mode=False,
-                windows_expand_args=windows_expand_args,
-                **extra,
-            )
-        except _ClickError as exc:
-            message = exc.format_message()  # type: ignore[attr-defined]
-            typer.echo(f"error: {visible(mask_secrets(message))}", err=True)
-            code = int(getattr(exc, "exit_code", 2))
-        except typer.Abort:
-            typer.echo("error: aborted", err=True)
-            code = 1
-        else:
-            code = result if isinstance(result, int) else 0
-        if standalone_mode:
-            sys.exit(code)
-        return code
+_fail = _common.fail
+_failures = _common.failures
+_backend = _common.backend
+_console = _common.console
+_header = _common.header
+_say = _common.say
+_row = _common.row
+_table = _common.table
+_emit_json = _common.emit_json
 
 
 app = typer.Typer(
-    cls=_OneLineErrors,
+    cls=OneLineErrors,
     name="foundry-checkpoint",
-    help="Inspect, clean up and migrate LangGraph checkpoints kept by foundry-checkpoint.",
+    help=(
+        "Inspect, clean up and migrate the checkpoints foundry-checkpoint keeps: LangGraph "
+        "threads (the commands below) and Microsoft Agent Framework contexts ('maf')."
+    ),
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
@@ -108,35 +77,16 @@ app = typer.Typer(
 )
 
 
-class _LocalBackend(str, enum.Enum):
-    sqlite = "sqlite"
-    sdk = "sdk"
-
-
-@dataclass
-class _Options:
-    prefix: str
-    json: bool
-    endpoint: str | None
-    ca_file: Path | None
-    user_id: str | None
-    emulator_user: str | None
-    local_backend: str
-
-
-def _options(ctx: typer.Context) -> _Options:
-    found = ctx.find_object(_Options)
-    if found is None:  # pragma: no cover - the callback always sets it
-        raise RuntimeError("internal: global options missing")
-    return found
-
-
 @app.callback()
 def _root(
     ctx: typer.Context,
     prefix: Annotated[
-        str, typer.Option("--prefix", help="store_prefix of the checkpointer (its store names)")
-    ] = "langgraph",
+        str | None,
+        typer.Option(
+            "--prefix",
+            help="store_prefix (default: 'langgraph', or 'maf' for the maf commands)",
+        ),
+    ] = None,
     json_out: Annotated[
         bool, typer.Option("--json", help="print JSON instead of tables (every command)")
     ] = False,
@@ -164,12 +114,12 @@ def _root(
         ),
     ] = None,
     local_backend: Annotated[
-        _LocalBackend,
+        LocalBackendChoice,
         typer.Option(
             "--local-backend",
             help="local mode: 'sqlite' (embedded store, default) or 'sdk' (the SDK's files)",
         ),
-    ] = _LocalBackend.sqlite,
+    ] = LocalBackendChoice.sqlite,
 ) -> None:
     """Inspect, clean up and migrate LangGraph checkpoints kept by foundry-checkpoint.
 
@@ -180,112 +130,29 @@ def _root(
     # The SDK logs expected 404/409 answers (a store not created yet) at WARNING: keep the
     # output to what the command has to say. Real failures still raise and are reported.
     logging.getLogger("azure.ai.agentserver.core").setLevel(logging.ERROR)
-    ctx.obj = _Options(
+    ctx.obj = Options(
         prefix, json_out, endpoint, ca_file, user_id, emulator_user, local_backend.value
     )
 
 
-# -- shared helpers ---------------------------------------------------------------------------
+def _prefix(opts: Options) -> str:
+    return opts.prefix or LANGGRAPH_PREFIX
 
 
-def _fail(message: str, code: int = 1) -> NoReturn:
-    typer.echo(f"error: {visible(mask_secrets(message))}", err=True)
-    raise typer.Exit(code)
+def _saver(opts: Options, prefix: str | None = None) -> FoundryCheckpointer:
+    from .._saver import FoundryCheckpointer
 
-
-@contextlib.contextmanager
-def _failures() -> Iterator[None]:
-    """Turn every failure into one ``error:`` line and exit status 1."""
-    try:
-        yield
-    except (typer.Exit, typer.Abort, _ClickError):
-        raise
-    except FoundryCheckpointError as exc:
-        _fail(str(exc))
-    except ImportError as exc:
-        _fail(f"{exc} (install 'foundry-checkpoint[cli,langgraph]')")
-    except Exception as exc:
-        text = " ".join(str(exc).split()) or "(no message)"
-        _fail(f"{type(exc).__name__}: {text}")
-
-
-def _saver(opts: _Options, prefix: str | None = None) -> FoundryCheckpointer:
-    from ._saver import FoundryCheckpointer
-
-    kwargs: dict[str, Any] = {"store_prefix": prefix or opts.prefix}
-    if opts.endpoint:
-        kwargs["endpoint"] = opts.endpoint
-    if opts.user_id:
-        kwargs["user_id"] = opts.user_id
-    if opts.ca_file is not None:
-        kwargs["connection_verify"] = str(opts.ca_file)
-    if opts.emulator_user:
-        from .emulator import EmulatorCredential
-
-        kwargs["credential"] = EmulatorCredential(opts.emulator_user)
-    kwargs["local_backend"] = opts.local_backend
-    return FoundryCheckpointer(**kwargs)
+    return FoundryCheckpointer(**opts.store_kwargs(prefix or _prefix(opts)))
 
 
 @contextlib.contextmanager
-def _opened(opts: _Options) -> Iterator[FoundryCheckpointer]:
+def _opened(opts: Options) -> Iterator[FoundryCheckpointer]:
     with _failures():
         saver = _saver(opts)
         try:
             yield saver
         finally:
             saver.close()
-
-
-def _backend(saver: FoundryCheckpointer) -> dict[str, Any]:
-    core = saver._core
-    spill = core.spill
-    return {
-        "kind": core.kind,
-        "location": core.location,
-        "store_prefix": core.prefix,
-        "spill": spill.describe if spill is not None else None,
-    }
-
-
-def _console() -> Console:
-    console = Console(highlight=False)
-    if not console.is_terminal:
-        console.width = max(console.width, 200)  # piped output: never cut ids
-    return console
-
-
-def _header(console: Console, backend: dict[str, Any]) -> None:
-    spill = backend["spill"] or "none"
-    line = (
-        f"backend {backend['kind']} · data {backend['location']} · "
-        f"prefix {backend['store_prefix']} · spill {spill}"
-    )
-    console.print(cell(line), style="dim", soft_wrap=True)
-
-
-def _say(console: Console, text: str) -> None:
-    """Print one line that may hold stored data: escaped, never read as markup."""
-    console.print(cell(text), soft_wrap=True)
-
-
-def _row(table: Table, *values: object) -> None:
-    """Add a row whose every cell is escaped text (stored data never drives the terminal)."""
-    table.add_row(*(cell(value) for value in values))
-
-
-def _table(*columns: str, title: str | None = None) -> Table:
-    table = Table(title=title)
-    for column in columns:
-        table.add_column(column, no_wrap=column in _ID_COLUMNS)
-    return table
-
-
-_ID_COLUMNS = frozenset({"thread", "checkpoint", "latest checkpoint", "parent", "task", "ts"})
-
-
-def _emit_json(data: Any) -> None:
-    typer.echo(strict_json(data))
 
 
 def _thread_config(
@@ -299,26 +166,23 @@ def _thread_config(
     return {"configurable": conf}
 
 
-def _require_thread(saver: FoundryCheckpointer, thread: str) -> None:
-    if next(iter(saver.list(_thread_config(thread), limit=1)), None) is None:
-        _fail(f"thread {thread!r} has no checkpoints under prefix {saver._core.prefix!r}")
-
-
-def _thread_ids(saver: FoundryCheckpointer) -> list[str]:
-    core = saver._core
-    return sorted(t for t in core.run(core.scope_ids()) if t is not None)
+def _require_thread(saver: FoundryCheckpointer, thread: str) -> int:
+    count = saver.count_checkpoints(thread)
+    if not count:
+        _fail(f"thread {thread!r} has no checkpoints under prefix {saver.store_prefix!r}")
+    return count
 
 
 # -- commands -----------------------------------------------------------------------------------
 
 
 @app.command()
-def threads(ctx: typer.Context) -> None:
+def threads(ctx: typer.Context, json_out: JsonFlag = False) -> None:
     """List this user's threads with their latest checkpoint."""
-    opts = _options(ctx)
+    opts = _common.options(ctx, json_out)
     with _opened(opts) as saver:
         rows: list[dict[str, Any]] = []
-        for thread in _thread_ids(saver):
+        for thread in saver.list_threads():
             latest = next(iter(saver.list(_thread_config(thread), limit=1)), None)
             if latest is None:
                 continue  # registered but emptied (or expired)
@@ -358,14 +222,15 @@ def history(
         typer.Option("--ns", help="checkpoint namespace ('' = root graph); default: every one"),
     ] = None,
     limit: Annotated[int | None, typer.Option(min=1, help="show at most this many")] = None,
+    json_out: JsonFlag = False,
 ) -> None:
     """List a thread's checkpoints, newest first."""
-    opts = _options(ctx)
+    opts = _common.options(ctx, json_out)
     with _opened(opts) as saver:
         rows = [summary(item) for item in saver.list(_thread_config(thread, ns), limit=limit)]
         if not rows:
             where = "" if ns is None else f" in namespace {ns!r}"
-            _fail(f"thread {thread!r} has no checkpoints{where} under prefix {opts.prefix!r}")
+            _fail(f"thread {thread!r} has no checkpoints{where} under prefix {_prefix(opts)!r}")
         backend = _backend(saver)
     if opts.json:
         _emit_json({"backend": backend, "thread_id": thread, "checkpoints": rows})
@@ -396,20 +261,20 @@ def show(
         str | None, typer.Argument(help="checkpoint id (default: the latest)")
     ] = None,
     ns: Annotated[str, typer.Option("--ns", help="checkpoint namespace ('' = root)")] = "",
-    json_out: Annotated[bool, typer.Option("--json", help="print JSON")] = False,
+    json_out: JsonFlag = False,
 ) -> None:
     """Show one checkpoint: metadata, channel values and pending writes."""
-    opts = _options(ctx)
+    opts = _common.options(ctx, json_out)
     with _opened(opts) as saver:
         item: CheckpointTuple | None = saver.get_tuple(_thread_config(thread, ns, checkpoint))
         if item is None:
             what = f"checkpoint {checkpoint!r}" if checkpoint else "no checkpoint"
             _fail(
                 f"thread {thread!r} has {what}{' (not found)' if checkpoint else ''}"
-                f" in namespace {ns!r} under prefix {opts.prefix!r}"
+                f" in namespace {ns!r} under prefix {_prefix(opts)!r}"
             )
         backend = _backend(saver)
-    if opts.json or json_out:
+    if opts.json:
         _emit_json({"backend": backend, **tuple_json(item)})
         return
     console = _console()
@@ -438,17 +303,18 @@ def delete(
     ctx: typer.Context,
     thread: Annotated[str, typer.Argument(help="thread id")],
     yes: Annotated[bool, typer.Option("--yes", "-y", help="do not ask for confirmation")] = False,
+    json_out: JsonFlag = False,
 ) -> None:
     """Delete a thread: every checkpoint, pending write and spilled blob of it."""
-    opts = _options(ctx)
+    opts = _common.options(ctx, json_out)
     with _opened(opts) as saver:
-        _require_thread(saver, thread)
+        count = _require_thread(saver, thread)
         if not yes and not opts.json:
             typer.confirm(f"delete thread {thread!r} and all its checkpoints?", abort=True)
         saver.delete_thread(thread)
         backend = _backend(saver)
     if opts.json:
-        _emit_json({"backend": backend, "deleted": thread})
+        _emit_json({"backend": backend, "deleted": thread, "checkpoints": count})
         return
     console = _console()
     _header(console, backend)
@@ -463,16 +329,14 @@ def prune(
         int,
         typer.Option("--keep", help="newest checkpoints to keep per namespace", min=1),
     ] = 1,
+    json_out: JsonFlag = False,
 ) -> None:
     """Delete all but the newest --keep checkpoints (default 1) of each namespace of a thread."""
-    opts = _options(ctx)
+    opts = _common.options(ctx, json_out)
     with _opened(opts) as saver:
-        config = _thread_config(thread)
-        before = sum(1 for _ in saver.list(config))
-        if not before:
-            _fail(f"thread {thread!r} has no checkpoints under prefix {opts.prefix!r}")
+        before = _require_thread(saver, thread)
         saver.prune([thread], strategy="keep_latest", keep=keep)
-        after = sum(1 for _ in saver.list(config))
+        after = saver.count_checkpoints(thread)
         backend = _backend(saver)
     if opts.json:
         _emit_json(
@@ -504,13 +368,14 @@ def gc(
             help="seconds: only blobs not modified for this long are taken (default one day)",
         ),
     ] = float(DEFAULT_GC_GRACE_SECONDS),
+    json_out: JsonFlag = False,
 ) -> None:
     """Delete this user's spilled blobs that no checkpoint or pending write references.
 
     Blobs younger than the grace period are kept (a write in flight stores its blob first).
     Namespaces under the prefix that none of your threads claims are listed, never touched.
     """
-    opts = _options(ctx)
+    opts = _common.options(ctx, json_out)
     with _opened(opts) as saver:
         report = saver.gc(grace_seconds=grace, dry_run=dry_run)
         backend = _backend(saver)
@@ -559,9 +424,10 @@ def copy(
     thread: Annotated[
         list[str] | None, typer.Option("--thread", help="copy only this thread (repeatable)")
     ] = None,
+    json_out: JsonFlag = False,
 ) -> None:
     """Copy threads between two LangGraph savers, keeping ids, order and pending writes."""
-    opts = _options(ctx)
+    opts = _common.options(ctx, json_out)
     try:
         src_uri = _cli_copy.parse_uri(source)
         dst_uri = _cli_copy.parse_uri(destination)
@@ -625,6 +491,7 @@ def copy(
 
 @app.command()
 def emulator(
+    ctx: typer.Context,
     port: Annotated[int, typer.Option(help="TCP port; 0 picks a free one")] = 0,
     data: Annotated[
         Path | None, typer.Option(help="SQLite file keeping the state across restarts")
@@ -638,15 +505,21 @@ def emulator(
             help="resolve requests carrying x-agent-foundry-call-id CALL_ID to USER (repeatable)",
         ),
     ] = None,
+    json_out: Annotated[
+        bool,
+        typer.Option("--json", help='print {"endpoint": ..., "ca_file": ...} as one JSON line'),
+    ] = False,
 ) -> None:
     """Run the loopback HTTPS emulator of the hosted state store until Ctrl+C.
 
     Same as `python -m foundry_checkpoint.emulator`: prints the endpoint and the CA file to
     use (FOUNDRY_PROJECT_ENDPOINT, --ca-file).
     """
-    from .emulator.__main__ import main as emulator_main
+    from ..emulator.__main__ import main as emulator_main
 
     argv = ["--port", str(port), "--seed", str(seed), "--host", host]
+    if _common.options(ctx, json_out).json:
+        argv.append("--json")
     if data is not None:
         argv += ["--data", str(data)]
     for pair in bind or []:
@@ -654,6 +527,9 @@ def emulator(
     code = emulator_main(argv)
     if code:
         raise typer.Exit(code)
+
+
+app.add_typer(_maf.app, name="maf")
 
 
 def main() -> None:

@@ -1,0 +1,197 @@
+"""What every ``foundry-checkpoint`` command group shares: global options, one-line errors,
+escaped tables and strict JSON output."""
+
+from __future__ import annotations
+
+import contextlib
+import enum
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any, NoReturn
+
+import typer
+from rich.console import Console
+from rich.table import Table
+from typer.core import TyperGroup
+
+from .._cli_format import cell, mask_secrets, strict_json, visible
+from ..errors import FoundryCheckpointError
+
+if TYPE_CHECKING:
+    from .._lifecycle import CoreOwner
+
+JsonFlag = Annotated[bool, typer.Option("--json", help="print one JSON document instead of tables")]
+"""The ``--json`` flag every command accepts after its name (as well as before it)."""
+
+EXIT_OK = 0
+EXIT_FAILED = 1
+EXIT_USAGE = 2
+
+
+def _click_error_base() -> type[Exception]:
+    """The ``ClickException`` class typer uses (its own copy of click, or click itself)."""
+    for klass in typer.BadParameter.__mro__:
+        if klass.__name__ == "ClickException" and issubclass(klass, Exception):
+            return klass
+    return Exception  # pragma: no cover - every typer release has one
+
+
+_ClickError = _click_error_base()
+
+
+class OneLineErrors(TyperGroup):
+    """A command group whose usage errors are one ``error: ...`` line (exit 2)."""
+
+    def main(
+        self,
+        args: Sequence[str] | None = None,
+        prog_name: str | None = None,
+        complete_var: str | None = None,
+        standalone_mode: bool = True,
+        windows_expand_args: bool = True,
+        **extra: Any,
+    ) -> Any:
+        try:
+            result = super().main(
+                args,
+                prog_name or "foundry-checkpoint",
+                complete_var,
+                standalone_mode=False,
+                windows_expand_args=windows_expand_args,
+                **extra,
+            )
+        except _ClickError as exc:
+            message = exc.format_message()  # type: ignore[attr-defined]
+            typer.echo(f"error: {visible(mask_secrets(message))}", err=True)
+            code = int(getattr(exc, "exit_code", EXIT_USAGE))
+        except typer.Abort:
+            typer.echo("error: aborted", err=True)
+            code = EXIT_FAILED
+        else:
+            code = result if isinstance(result, int) else EXIT_OK
+        if standalone_mode:
+            raise SystemExit(code)
+        return code
+
+
+class LocalBackendChoice(str, enum.Enum):
+    sqlite = "sqlite"
+    sdk = "sdk"
+
+
+@dataclass
+class Options:
+    """The global options (before the command); ``prefix`` None means the group's default."""
+
+    prefix: str | None
+    json: bool
+    endpoint: str | None
+    ca_file: Path | None
+    user_id: str | None
+    emulator_user: str | None
+    local_backend: str
+
+    def store_kwargs(self, prefix: str) -> dict[str, Any]:
+        """The keyword arguments of a checkpointer or storage for these options."""
+        kwargs: dict[str, Any] = {"store_prefix": prefix}
+        if self.endpoint:
+            kwargs["endpoint"] = self.endpoint
+        if self.user_id:
+            kwargs["user_id"] = self.user_id
+        if self.ca_file is not None:
+            kwargs["connection_verify"] = str(self.ca_file)
+        if self.emulator_user:
+            from ..emulator import EmulatorCredential
+
+            kwargs["credential"] = EmulatorCredential(self.emulator_user)
+        kwargs["local_backend"] = self.local_backend
+        return kwargs
+
+
+def options(ctx: typer.Context, json_out: bool = False) -> Options:
+    """The global options, with ``--json`` also set when given after the command."""
+    found = ctx.find_object(Options)
+    if found is None:  # pragma: no cover - the root callback always sets it
+        raise RuntimeError("internal: global options missing")
+    if json_out:
+        found.json = True
+    return found
+
+
+def fail(message: str, code: int = EXIT_FAILED) -> NoReturn:
+    """Print one ``error: ...`` line (escaped, secrets masked) on stderr and exit."""
+    typer.echo(f"error: {visible(mask_secrets(message))}", err=True)
+    raise typer.Exit(code)
+
+
+@contextlib.contextmanager
+def failures(install_hint: str = "cli,langgraph") -> Iterator[None]:
+    """Turn every failure into one ``error:`` line and exit status 1."""
+    try:
+        yield
+    except (typer.Exit, typer.Abort, _ClickError):
+        raise
+    except FoundryCheckpointError as exc:
+        fail(str(exc))
+    except ImportError as exc:
+        fail(f"{exc} (install 'foundry-checkpoint[{install_hint}]')")
+    except Exception as exc:
+        text = " ".join(str(exc).split()) or "(no message)"
+        fail(f"{type(exc).__name__}: {text}")
+
+
+def backend(owner: CoreOwner) -> dict[str, Any]:
+    """The ``backend`` object of every JSON document: kind, location, prefix, spill."""
+    return {
+        "kind": owner.kind,
+        "location": owner.location,
+        "store_prefix": owner.store_prefix,
+        "spill": owner.spill_location,
+    }
+
+
+def console() -> Console:
+    """A console for human output (wide when piped: ids are never cut)."""
+    out = Console(highlight=False)
+    if not out.is_terminal:
+        out.width = max(out.width, 200)
+    return out
+
+
+def header(out: Console, info: dict[str, Any]) -> None:
+    """The first line of human output: which backend, where its data lives."""
+    spill = info["spill"] or "none"
+    line = (
+        f"backend {info['kind']} · data {info['location']} · "
+        f"prefix {info['store_prefix']} · spill {spill}"
+    )
+    out.print(cell(line), style="dim", soft_wrap=True)
+
+
+def say(out: Console, text: str) -> None:
+    """Print one line that may hold stored data: escaped, never read as markup."""
+    out.print(cell(text), soft_wrap=True)
+
+
+def row(table: Table, *values: object) -> None:
+    """Add a row whose every cell is escaped text (stored data never drives the terminal)."""
+    table.add_row(*(cell(value) for value in values))
+
+
+_ID_COLUMNS = frozenset(
+    {"thread", "checkpoint", "latest checkpoint", "parent", "previous", "task", "ts", "context"}
+)
+
+
+def table(*columns: str, title: str | None = None) -> Table:
+    """A table whose id columns never wrap."""
+    out = Table(title=title)
+    for column in columns:
+        out.add_column(column, no_wrap=column in _ID_COLUMNS)
+    return out
+
+
+def emit_json(data: Any) -> None:
+    """Print ``data`` as strict JSON (no NaN or infinities)."""
+    typer.echo(strict_json(data))
