@@ -25,6 +25,7 @@ Example::
 from __future__ import annotations
 
 import contextlib
+import enum
 import logging
 import os
 from collections.abc import Iterator
@@ -39,7 +40,7 @@ from rich.table import Table
 from .. import _cli_copy
 from .._cli_format import mask_secrets, preview, summary, tuple_json, visible
 from .._core import DEFAULT_GC_GRACE_SECONDS
-from . import _common, _maf
+from . import _common, _maf, _tree
 from ._common import JsonFlag, LocalBackendChoice, OneLineErrors, Options
 
 if TYPE_CHECKING:
@@ -135,6 +136,16 @@ def _root(
     )
 
 
+class _HistoryFormat(str, enum.Enum):
+    table = "table"
+    tree = "tree"
+    mermaid = "mermaid"
+    dot = "dot"
+
+
+_INTERRUPT = "__interrupt__"
+
+
 def _prefix(opts: Options) -> str:
     return opts.prefix or LANGGRAPH_PREFIX
 
@@ -222,18 +233,59 @@ def history(
         typer.Option("--ns", help="checkpoint namespace ('' = root graph); default: every one"),
     ] = None,
     limit: Annotated[int | None, typer.Option(min=1, help="show at most this many")] = None,
+    tree: Annotated[
+        bool, typer.Option("--tree", help="draw the checkpoint tree (same as --format tree)")
+    ] = False,
+    fmt: Annotated[
+        _HistoryFormat,
+        typer.Option(
+            "--format",
+            help="table (default), tree (the terminal), mermaid or dot (for docs and issues)",
+        ),
+    ] = _HistoryFormat.table,
     json_out: JsonFlag = False,
 ) -> None:
-    """List a thread's checkpoints, newest first."""
+    """List a thread's checkpoints, newest first, or draw them as a tree.
+
+    The tree shows the branches time travel and update_state create, the current head
+    (the newest checkpoint of each namespace), pending writes and interrupts. mermaid and dot
+    print a diagram for docs and issues (nothing else, so it can be piped). --json prints the
+    history document whatever the format.
+    """
     opts = _common.options(ctx, json_out)
+    if tree:
+        fmt = _HistoryFormat.tree
     with _opened(opts) as saver:
-        rows = [summary(item) for item in saver.list(_thread_config(thread, ns), limit=limit)]
+        items = list(saver.list(_thread_config(thread, ns), limit=limit))
+        rows = [summary(item) for item in items]
         if not rows:
             where = "" if ns is None else f" in namespace {ns!r}"
             _fail(f"thread {thread!r} has no checkpoints{where} under prefix {_prefix(opts)!r}")
         backend = _backend(saver)
     if opts.json:
         _emit_json({"backend": backend, "thread_id": thread, "checkpoints": rows})
+        return
+    if fmt is not _HistoryFormat.table:
+        interrupted = [
+            str(item.config["configurable"]["checkpoint_id"])
+            for item in items
+            if any(channel == _INTERRUPT for _, channel, _ in item.pending_writes or [])
+        ]
+        forest = _tree.build(rows, interrupted)
+        if fmt is _HistoryFormat.mermaid:
+            typer.echo(_tree.mermaid(forest), nl=False)
+            return
+        if fmt is _HistoryFormat.dot:
+            typer.echo(_tree.dot(forest), nl=False)
+            return
+        console = _console()
+        _header(console, backend)
+        for namespace, roots in forest.items():
+            if len(forest) > 1 or namespace:
+                _say(console, f"namespace {namespace or '(root)'}:")
+            for line in _tree.text_lines(roots):
+                _say(console, line)
+        _say(console, f"{len(rows)} checkpoint(s) in thread {thread!r}")
         return
     console = _console()
     _header(console, backend)
