@@ -12,8 +12,10 @@ item could make it construct a class that evaluates a string. :func:`decode_payl
 the same envelope format with a stricter unpickler of its own (see :class:`_SafeUnpickler`):
 every global it resolves must be *defined* in the module the pickle names (no re-exported
 names), must be a class (functions only from a fixed set), and is checked against the
-allow-list before anything is constructed. Whatever fails is a :class:`CheckpointDecodeError`
-(both a ``WorkflowCheckpointException`` and a ``CorruptPayloadError``).
+allow-list before anything is constructed; and only value types, enums and allowed classes may
+be *called* with arguments (:func:`_check_calls` reads the opcodes first). Whatever fails is
+a :class:`CheckpointDecodeError` (both a ``WorkflowCheckpointException`` and a
+``CorruptPayloadError``).
 
 Example:
     >>> from agent_framework import WorkflowCheckpoint
@@ -28,6 +30,7 @@ Example:
 
 from __future__ import annotations
 
+import _compat_pickle
 import base64
 import binascii
 import copyreg
@@ -36,11 +39,12 @@ import importlib
 import io
 import json
 import pickle  # nosec: only through _SafeUnpickler, which admits an allow-list of classes
+import pickletools
 import sys
 from collections.abc import Iterable
 from datetime import datetime, timezone
 from enum import EnumMeta
-from typing import Any, Final
+from typing import Any, Final, cast
 
 from agent_framework import WorkflowCheckpoint, WorkflowCheckpointException
 from agent_framework._workflows._checkpoint_encoding import (
@@ -189,6 +193,13 @@ def _key_of(cls: type) -> str:
     return f"{cls.__module__}:{cls.__qualname__}"
 
 
+def _py3_name(module: str, name: str) -> tuple[str, str]:
+    """The Python 3 name of a global an old-protocol pickle names (``copy_reg``...)."""
+    if (module, name) in _compat_pickle.NAME_MAPPING:
+        return _compat_pickle.NAME_MAPPING[(module, name)]
+    return _compat_pickle.IMPORT_MAPPING.get(module, module), name
+
+
 class _Tampered(pickle.UnpicklingError):
     """A pickle no encoder writes: a re-exported name, a function, a refused base class."""
 
@@ -235,6 +246,7 @@ class _SafeUnpickler(pickle.Unpickler):
         ) and not any(_key_of(base) in _REFUSED_BASE_KEYS for base in cls.__mro__)
 
     def find_class(self, module: str, name: str) -> Any:
+        module, name = _py3_name(module, name)
         key = f"{module}:{name}"
         if key in ("builtins:getattr", "__builtin__:getattr"):
             return self._getattr
@@ -279,6 +291,98 @@ class _SafeUnpickler(pickle.Unpickler):
         raise _Tampered(f"attribute {name!r} of {_key_of(owner)!r} is not an allowed class")
 
 
+_MARK: Final = object()
+_STRING_OPS: Final = frozenset(
+    {"STRING", "BINSTRING", "SHORT_BINSTRING", "UNICODE", "BINUNICODE", "SHORT_BINUNICODE",
+     "BINUNICODE8"}
+)  # fmt: skip
+_GET_OPS: Final = frozenset({"GET", "BINGET", "LONG_BINGET"})
+_PUT_OPS: Final = frozenset({"PUT", "BINPUT", "LONG_BINPUT"})
+# Called with arguments by the encoders' own pickles (dates, decimals, enum members by value,
+# object reconstruction); anything else is only ever constructed through ``cls.__new__``.
+_CALLABLE_KEYS: Final = _VALUE_TYPE_KEYS | {
+    "builtins:getattr",
+    "__builtin__:getattr",
+    "builtins:type",
+    "copyreg:_reconstructor",
+}
+
+
+def _check_calls(raw: bytes, unpickler: _SafeUnpickler) -> None:
+    """Refuse a pickle that *calls* a class other than a value type, an enum or an allowed one.
+
+    Pickles of framework classes (dataclasses, models) build them with ``cls.__new__`` and set
+    their state; only value types, enums and reconstruction helpers are called with arguments,
+    plus classes of the caller's allow-list (which may define ``__reduce__``). This walks the
+    opcodes without running anything, tracking which global each stack slot holds, so a stored
+    pickle cannot call a framework class's constructor (which may have side effects) either.
+    """
+    stack: list[object] = []
+    memo: dict[int, object] = {}
+
+    def pop_to_mark() -> list[object]:
+        items: list[object] = []
+        while stack and stack[-1] is not _MARK:
+            items.append(stack.pop())
+        if not stack:
+            raise _Tampered("a pickle pops past its stack")
+        stack.pop()
+        return items[::-1]
+
+    def check_call(target: object) -> None:
+        if not (isinstance(target, tuple) and target[0] == "global"):
+            raise _Tampered("a pickle calls something that is not a named class")
+        module, name = _py3_name(*str(target[1]).split(":", 1))
+        key = f"{module}:{name}"
+        if key in _CALLABLE_KEYS or key in unpickler._allowed:
+            return
+        found = unpickler.find_class(module, name)  # validates, and refuses, as the load would
+        if not isinstance(found, EnumMeta):
+            raise _Tampered(f"a pickle calls {key!r}, which encoders only build with __new__")
+
+    for op, arg, _pos in pickletools.genops(raw):
+        name = op.name
+        if name == "MARK":
+            stack.append(_MARK)
+        elif name in _STRING_OPS:
+            stack.append(("str", arg))
+        elif name == "GLOBAL":
+            stack.append(("global", str(arg).replace(" ", ":", 1)))
+        elif name == "STACK_GLOBAL":
+            qual, mod = stack.pop() if stack else None, stack.pop() if stack else None
+            ok = isinstance(qual, tuple) and isinstance(mod, tuple) and qual[0] == mod[0] == "str"
+            stack.append(("global", f"{mod[1]}:{qual[1]}") if ok else None)  # type: ignore[index]
+        elif name in _PUT_OPS:
+            memo[cast(int, arg)] = stack[-1] if stack else None
+        elif name == "MEMOIZE":
+            memo[len(memo)] = stack[-1] if stack else None
+        elif name in _GET_OPS:
+            stack.append(memo.get(cast(int, arg)))
+        elif name == "DUP":
+            stack.append(stack[-1] if stack else None)
+        elif name == "REDUCE":
+            stack.pop()
+            check_call(stack.pop() if stack else None)
+            stack.append(None)
+        elif name == "OBJ":
+            items = pop_to_mark()
+            check_call(items[0] if items else None)
+            stack.append(None)
+        elif name == "INST":
+            pop_to_mark()
+            check_call(("global", str(arg).replace(" ", ":", 1)))
+            stack.append(None)
+        else:  # generic stack effect, values unknown
+            before = op.stack_before
+            if pickletools.markobject in before:
+                pop_to_mark()
+                before = before[: before.index(pickletools.markobject)]
+            if len(before) > len(stack):
+                raise _Tampered("a pickle pops past its stack")
+            del stack[len(stack) - len(before) :]
+            stack.extend([None] * len(op.stack_after))
+
+
 def _unpickle(envelope: dict[str, Any], allowed: frozenset[str]) -> Any:
     data, expected = envelope[_PICKLE_MARKER], envelope[_TYPE_MARKER]
     if not isinstance(data, str) or not isinstance(expected, str):
@@ -287,7 +391,9 @@ def _unpickle(envelope: dict[str, Any], allowed: frozenset[str]) -> Any:
         raw = base64.b64decode(data.encode("ascii"), validate=True)
     except (UnicodeEncodeError, binascii.Error) as exc:
         raise ValueError(f"a pickle envelope is not base64: {exc}") from exc
-    value = _SafeUnpickler(raw, allowed).load()
+    unpickler = _SafeUnpickler(raw, allowed)
+    _check_calls(raw, unpickler)
+    value = unpickler.load()
     if _key_of(type(value)) != expected:
         raise ValueError(
             f"a pickle envelope records type {expected!r} but holds {_key_of(type(value))!r}"

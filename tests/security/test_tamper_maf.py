@@ -11,13 +11,18 @@ from __future__ import annotations
 
 import json
 import os
+import pickle
 import subprocess
 import sys
+from collections import Counter, OrderedDict, defaultdict, deque
+from dataclasses import dataclass
+from datetime import date, datetime, time, timedelta, timezone
+from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
 import pytest
-from agent_framework import WorkflowCheckpoint, WorkflowCheckpointException
+from agent_framework import FileCheckpointStorage, WorkflowCheckpoint, WorkflowCheckpointException
 from agent_framework._workflows._checkpoint_encoding import decode_checkpoint_value
 
 from foundry_checkpoint.errors import CorruptPayloadError
@@ -25,6 +30,7 @@ from foundry_checkpoint_maf import FoundryCheckpointStorage
 from foundry_checkpoint_maf._payload import (
     CheckpointDecodeError,
     CheckpointRefusedError,
+    _decode_value,
     decode_payload,
     encode_payload,
 )
@@ -32,6 +38,7 @@ from foundry_checkpoint_maf._payload import (
 from ._gadgets import global_call_pickle, pickle_envelope, touch_expression, type_adapter_pickle
 
 WF = "triage"
+_FILE_STORAGE = FileCheckpointStorage.__module__  # where the class is defined
 
 
 def _gadgets(marker: Path) -> dict[str, bytes]:
@@ -43,6 +50,10 @@ def _gadgets(marker: Path) -> dict[str, bytes]:
         "eval": global_call_pickle("builtins", "eval", expr),
         "partial": global_call_pickle("functools", "partial", "x"),
         "subprocess": global_call_pickle("subprocess", "getoutput", f"touch {marker}"),
+        # a class defined in the framework, called with arguments (its constructor makes a folder)
+        "framework_constructor": global_call_pickle(
+            _FILE_STORAGE, "FileCheckpointStorage", str(marker)
+        ),
     }
 
 
@@ -61,9 +72,10 @@ async def _plant(attacker: FoundryCheckpointStorage, gadget: bytes) -> str:
     return cid
 
 
-def test_the_type_adapter_gadget_is_live_in_the_framework_decoder(tmp_path: Path) -> None:
+@pytest.mark.parametrize("gadget", ["type_adapter_tools", "framework_constructor"])
+def test_the_gadget_is_live_in_the_framework_decoder(tmp_path: Path, gadget: str) -> None:
     marker = tmp_path / "ran"
-    envelope = pickle_envelope(type_adapter_pickle(marker))
+    envelope = pickle_envelope(_gadgets(marker)[gadget])
     with pytest.raises(WorkflowCheckpointException):
         decode_checkpoint_value(envelope, allowed_types=frozenset())
     assert marker.exists()  # the framework's decoder ran it before its type check
@@ -176,3 +188,48 @@ def test_the_legitimate_types_still_round_trip() -> None:
     assert {k: v for k, v in back.state.items() if k != "m"} == {
         k: v for k, v in state.items() if k != "m"
     }
+
+
+@dataclass
+class Mine:
+    """A class of the application's own, admitted through the allow-list."""
+
+    n: int
+    when: datetime
+
+
+# MAF's encoder writes the highest protocol; protocols below 3 spell bytes through a function
+# (``_codecs.encode``), which the decoder refuses like every other function
+@pytest.mark.parametrize("protocol", range(3, pickle.HIGHEST_PROTOCOL + 1))
+def test_value_types_decode_from_every_python3_pickle_protocol(protocol: int) -> None:
+    from agent_framework import Message, WorkflowRunState
+
+    values: list[Any] = [
+        WorkflowRunState.IDLE,
+        Message(role="user", contents=["hi"]),
+        OrderedDict(a=1),
+        defaultdict(list, a=[1]),
+        deque([1, 2]),
+        Counter("abca"),
+        Decimal("1.5"),
+        datetime(2025, 1, 2, 3, 4, 5, tzinfo=timezone(timedelta(hours=2))),
+        date(2025, 1, 2),
+        time(3, 4),
+        complex(1, 2),
+        frozenset({1, 2}),
+        b"x",
+        bytearray(b"y"),
+        ((1, 2), [3, (4,)]),
+        type(None),
+        Mine(1, datetime(2025, 1, 1)),
+    ]
+    allowed = frozenset({f"{Mine.__module__}:{Mine.__qualname__}"})
+    for value in values:
+        data = pickle.dumps(value, protocol=protocol)
+        back = _decode_value(
+            pickle_envelope(data, f"{type(value).__module__}:{type(value).__qualname__}"), allowed
+        )
+        if isinstance(value, Message):
+            assert back.text == "hi"
+        else:
+            assert back == value, (protocol, value)
