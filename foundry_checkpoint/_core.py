@@ -55,6 +55,9 @@ from azure.ai.agentserver.core.storage import (
     JSONObject,
 )
 from azure.core.exceptions import ServiceRequestError, ServiceResponseError
+from azure.core.pipeline import PipelineRequest
+from azure.core.pipeline.policies import SansIOHTTPPolicy
+from azure.core.rest import AsyncHttpResponse, HttpRequest
 
 from . import _codec
 from ._local_store import DEFAULT_USER, default_state_root
@@ -216,6 +219,44 @@ class GcReport:
     deleted: list[tuple[str, str]] = field(default_factory=list)
     unattributed: list[str] = field(default_factory=list)
     dry_run: bool = False
+
+
+#: azure-core's retry options that :class:`RetrySettingsPolicy` applies to every request.
+RETRY_OPTIONS: Final = (
+    "retry_total",
+    "retry_connect",
+    "retry_read",
+    "retry_status",
+    "retry_backoff_factor",
+    "retry_backoff_max",
+)
+
+
+class RetrySettingsPolicy(SansIOHTTPPolicy[HttpRequest, AsyncHttpResponse]):
+    """Hands azure-core retry options to the SDK's own ``AsyncRetryPolicy``, per request.
+
+    ``FoundryStateStore`` builds ``AsyncRetryPolicy()`` with its defaults and ignores
+    ``retry_total=`` and the other ``retry_*`` client options. The retry policy reads those
+    options from each request's context, though, so this policy (a per-call policy, which
+    azure-core places before the retry policy) puts the configured values there unless the
+    call already set them.
+
+    Example:
+        >>> policy = RetrySettingsPolicy({"retry_total": 0})
+        >>> policy.settings
+        {'retry_total': 0}
+    """
+
+    def __init__(self, settings: Mapping[str, Any]) -> None:
+        unknown = set(settings) - set(RETRY_OPTIONS)
+        if unknown:
+            raise ValueError(f"not retry options: {sorted(unknown)}")
+        self.settings = dict(settings)
+
+    def on_request(self, request: PipelineRequest[HttpRequest]) -> None:
+        """Set the configured retry options on the request unless it carries its own."""
+        for key, value in self.settings.items():
+            request.context.options.setdefault(key, value)
 
 
 def hosted() -> bool:
@@ -775,8 +816,19 @@ class CheckpointCore:
         ``connection_verify``/``connection_cert``, and hands every client the same transport,
         which it does not own: closing a client leaves it open; :meth:`close` closes it. A
         ``transport=`` passed by the caller is used as given.
+
+        The SDK builds its retry policy itself and ignores azure-core's ``retry_*`` client
+        options, so those are taken out here and applied per request by a
+        :class:`RetrySettingsPolicy` placed before the SDK's policy (``per_call_policies``).
         """
         kwargs = dict(self._client_kwargs)
+        retry: dict[str, Any] = {k: kwargs.pop(k) for k in RETRY_OPTIONS if k in kwargs}
+        if retry:
+            extra = kwargs.pop("per_call_policies", None)
+            chain = (
+                [] if extra is None else list(extra) if isinstance(extra, list | tuple) else [extra]
+            )
+            kwargs["per_call_policies"] = [RetrySettingsPolicy(retry), *chain]
         if "transport" in kwargs:
             return kwargs
         if self._transport is None:
@@ -806,7 +858,9 @@ class CheckpointCore:
                 auto_decompress=False,
             )
             transport_kwargs = {
-                k: v for k, v in kwargs.items() if k not in ("connection_verify", "connection_cert")
+                k: v
+                for k, v in kwargs.items()
+                if k not in ("connection_verify", "connection_cert", "per_call_policies")
             }
             self._transport = AioHttpTransport(
                 session=self._session, session_owner=False, **transport_kwargs
