@@ -77,7 +77,9 @@ def _on_a_terminal(args: list[str]) -> bytes:
     return out
 
 
-@pytest.mark.parametrize("command", [["threads"], ["history", THREAD], ["show", THREAD]])
+@pytest.mark.parametrize(
+    "command", [["threads"], ["history", THREAD], ["history", THREAD, "--tree"], ["show", THREAD]]
+)
 def test_stored_text_never_drives_the_terminal(store_env: Any, command: list[str]) -> None:
     _plant(store_env)
     out = _on_a_terminal([*Cli(store_env, CliRunner()).options(), *command])

@@ -9,6 +9,7 @@ ours refuses them before anything is called.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import pickle
@@ -24,6 +25,7 @@ from typing import Any
 import pytest
 from agent_framework import FileCheckpointStorage, WorkflowCheckpoint, WorkflowCheckpointException
 from agent_framework._workflows._checkpoint_encoding import decode_checkpoint_value
+from typer.testing import CliRunner
 
 from foundry_checkpoint.errors import CorruptPayloadError
 from foundry_checkpoint_maf import FoundryCheckpointStorage
@@ -34,6 +36,7 @@ from foundry_checkpoint_maf._payload import (
     decode_payload,
     encode_payload,
 )
+from tests.cli.conftest import Cli
 
 from ._gadgets import global_call_pickle, pickle_envelope, touch_expression, type_adapter_pickle
 
@@ -233,3 +236,18 @@ def test_value_types_decode_from_every_python3_pickle_protocol(protocol: int) ->
             assert back.text == "hi"
         else:
             assert back == value, (protocol, value)
+
+
+@pytest.mark.parametrize("gadget", ["type_adapter_tools", "framework_constructor"])
+async def test_the_cli_refuses_a_planted_gadget(
+    store_env: Any, tmp_path: Path, gadget: str
+) -> None:
+    marker = tmp_path / "ran"
+    async with FoundryCheckpointStorage("conv", **store_env.kwargs()) as attacker:
+        cid = await _plant(attacker, _gadgets(marker)[gadget])
+    cli = Cli(store_env, CliRunner())
+    for args in (["maf", "show", "conv", cid], ["maf", "show", "conv"]):
+        shown = await asyncio.to_thread(cli, *args)
+        assert shown.exit_code == 1, shown.stdout
+        assert "refused" in shown.stderr and cid in shown.stderr
+    assert not marker.exists()
