@@ -9,8 +9,11 @@ PRE_PACKAGES := azure-ai-agentserver-core azure-ai-agentserver-invocations \
 	azure-ai-agentserver-responses agent-framework-core agent-framework-foundry-hosting \
 	langgraph langgraph-checkpoint
 NODE_STAMP := node_modules/.installed
+# The explorer page's browser tests drive Debian's Chromium (Playwright with executable_path: no
+# browser download). Installed when missing; sudo unless already root.
+SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: demo test test-pre lint docs bench install clean
+.PHONY: demo test test-pre lint docs bench install clean chromium
 
 $(STAMP): pyproject.toml constraints.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -22,18 +25,22 @@ $(NODE_STAMP): package.json package-lock.json
 	npm ci --no-audit --no-fund --loglevel=error
 	touch $(NODE_STAMP)
 
+chromium:
+	command -v chromium >/dev/null 2>&1 || command -v chromium-browser >/dev/null 2>&1 || \
+		{ $(SUDO) apt-get update -qq && $(SUDO) apt-get install -y -qq chromium; }
+
 install: $(STAMP) $(NODE_STAMP)
 
 demo: $(STAMP)
 	$(PY) samples/quickstart.py
 
-test: $(STAMP) $(NODE_STAMP)
+test: $(STAMP) $(NODE_STAMP) chromium
 	$(PY) -m pytest -q
 
 # The suite on the newest pre-releases, in a venv of its own: install as usual (without the
 # constraints file), then upgrade the frameworks and hosts with --pre past the extras' upper
 # bounds (pip reports the bounds it overrides). Run it before raising a bound in pyproject.toml.
-test-pre: $(NODE_STAMP)
+test-pre: $(NODE_STAMP) chromium
 	test -x $(PRE_VENV)/bin/python || $(PYTHON) -m venv $(PRE_VENV)
 	$(PRE_VENV)/bin/python -m pip install --quiet --upgrade pip
 	$(PRE_VENV)/bin/python -m pip install --quiet --pre -e '.[all,autogen,test,docs]'

@@ -24,8 +24,10 @@ Example::
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import enum
+import json
 import logging
 import os
 from collections.abc import Iterator
@@ -579,6 +581,43 @@ def emulator(
     code = emulator_main(argv)
     if code:
         raise typer.Exit(code)
+
+
+@app.command()
+def ui(
+    ctx: typer.Context,
+    port: Annotated[int, typer.Option(help="TCP port; 0 picks a free one")] = 0,
+    host: Annotated[str, typer.Option(help="interface to listen on (loopback)")] = "127.0.0.1",
+    allow_writes: Annotated[
+        bool,
+        typer.Option("--allow-writes", help="offer delete and prune (each asks to confirm)"),
+    ] = False,
+    allow_remote: Annotated[
+        bool,
+        typer.Option("--allow-remote", help="let --host be an address that is not loopback"),
+    ] = False,
+    json_out: JsonFlag = False,
+) -> None:
+    """Serve the explorer page on loopback until Ctrl+C, printing its URL.
+
+    It lists threads and contexts, draws checkpoint trees and workflow lineage as SVG, shows
+    values, metadata and pending writes, and diffs two checkpoints. Read-only unless started
+    with --allow-writes. With --json the URL is printed as {"url": ...}.
+    """
+    from . import _ui
+
+    opts = _common.options(ctx, json_out)
+    try:
+        _ui.check_host(host, allow_remote=allow_remote)
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc), param_hint="--host") from exc
+
+    def announce(url: str) -> None:
+        typer.echo(json.dumps({"url": url}) if opts.json else f"explorer: {url}")
+
+    explorer = _ui.Explorer(opts, allow_writes=allow_writes)
+    with _failures():
+        asyncio.run(_ui.serve(explorer, host, port, announce))
 
 
 app.add_typer(_maf.app, name="maf")

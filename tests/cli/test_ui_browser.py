@@ -1,0 +1,227 @@
+"""``foundry-checkpoint ui`` in a real browser: Debian's Chromium driven by Playwright.
+
+The explorer runs as its own process (``python -m foundry_checkpoint.cli ... ui``), on the store
+``store_env`` prepares: the local default and hosted mode through the emulator. A screenshot of
+each view goes to ``test-output/ui/<test>/`` (``FOUNDRY_TEST_OUTPUT`` moves the folder).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, TypeVar
+
+import pytest
+from playwright.sync_api import Browser, Page, sync_playwright
+
+from foundry_checkpoint_maf import FoundryCheckpointStorage
+from tests.maf import _workflows as wf
+
+from .conftest import Cli, build, config
+
+ROOT = Path(__file__).resolve().parents[2]
+T = TypeVar("T")
+PAYLOAD = "<script>document.title='pwned'</script><img src=x onerror=\"document.title='pwned'\">"
+
+
+def off_loop(func: Callable[..., T], *args: Any) -> T:
+    """``func(*args)`` in a worker thread: the sync Playwright API keeps an event loop running
+    in this one, and the command line and the MAF seeding start their own."""
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        return pool.submit(func, *args).result()
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Browser]:
+    path = shutil.which("chromium") or shutil.which("chromium-browser")
+    assert path, "Chromium is missing: apt-get install chromium (make test installs it)"
+    with sync_playwright() as playwright:
+        launched = playwright.chromium.launch(executable_path=path, args=["--no-sandbox"])
+        try:
+            yield launched
+        finally:
+            launched.close()
+
+
+@pytest.fixture
+def shots(request: pytest.FixtureRequest) -> Path:
+    """This test's output folder for screenshots (emptied first)."""
+    base = Path(os.environ.get("FOUNDRY_TEST_OUTPUT", ROOT / "test-output"))
+    folder = base / "ui" / re.sub(r"[^A-Za-z0-9_.-]+", "_", request.node.name)
+    shutil.rmtree(folder, ignore_errors=True)
+    folder.mkdir(parents=True)
+    return folder
+
+
+@pytest.fixture
+def page(browser: Browser) -> Iterator[Page]:
+    context = browser.new_context(viewport={"width": 1280, "height": 900})
+    try:
+        yield context.new_page()
+    finally:
+        context.close()
+
+
+@contextmanager
+def explorer(cli: Cli, *extra: str) -> Iterator[str]:
+    """The explorer in its own process on a free loopback port; yields its URL."""
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
+    }
+    command = [sys.executable, "-m", "foundry_checkpoint.cli", *cli.options(), "--json"]
+    server = subprocess.Popen(
+        [*command, "ui", "--port", "0", *extra], stdout=subprocess.PIPE, text=True, env=env
+    )
+    try:
+        assert server.stdout is not None
+        line = server.stdout.readline()
+        assert line, "the explorer exited before printing its URL"
+        url = json.loads(line)["url"]
+        assert url.startswith("http://127.0.0.1:")
+        yield url
+    finally:
+        server.send_signal(signal.SIGINT)
+        try:
+            server.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            server.kill()
+            server.wait()
+
+
+def _forked(cli: Cli) -> dict[str, str | None]:
+    """Thread ``f`` forked by ``update_state`` and by time travel; its parent links."""
+    with cli.saver() as saver:
+        graph = build(saver)
+        graph.invoke({"steps": []}, config("f"))
+        history = list(saver.list(config("f")))
+        graph.update_state(history[2].config, {"steps": ["edited"]})
+        graph.invoke(None, history[1].config)
+        return {
+            c.config["configurable"]["checkpoint_id"]: (c.parent_config or {})
+            .get("configurable", {})
+            .get("checkpoint_id")
+            for c in saver.list(config("f"))
+        }
+
+
+async def _seed_maf(cli: Cli) -> None:
+    async with FoundryCheckpointStorage("conv-a", **cli.env.kwargs()) as storage:
+        await wf.pipeline(storage).run("one")
+        await wf.pipeline(storage).run("two")
+
+
+def test_browse_threads_tree_values_diff_and_lineage(
+    cli: Cli, page: Page, shots: Path
+) -> None:
+    parents = _forked(cli)
+    with cli.saver() as saver:
+        build(saver).invoke({"steps": []}, config("t1"))
+    off_loop(asyncio.run, _seed_maf(cli))
+    threads = [t["thread_id"] for t in off_loop(cli.json, "threads")["threads"]]
+    contexts = off_loop(cli.json, "maf", "contexts")["contexts"]
+
+    with explorer(cli) as url:
+        page.goto(url)
+        assert page.locator("table.threads a.thread").all_inner_texts() == threads
+        listed = page.locator("table.contexts a.context").all_inner_texts()
+        assert listed == [c["context_id"] for c in contexts]
+        page.screenshot(path=shots / "index.png", full_page=True)
+
+        page.locator("table.threads a.thread", has_text="f").first.click()
+        nodes = page.locator("svg g.node")
+        assert nodes.count() == len(parents)  # one node per checkpoint
+        drawn = {
+            nodes.nth(i).get_attribute("data-checkpoint"): nodes.nth(i).get_attribute("data-parent")
+            for i in range(nodes.count())
+        }
+        assert drawn == {k: v or "" for k, v in parents.items()}  # the right branches
+        head = page.locator("svg g.node.head")
+        assert head.count() == 1
+        newest = next(iter(parents))  # saver.list is newest first
+        assert head.get_attribute("data-checkpoint") == newest
+        page.screenshot(path=shots / "thread-tree.png", full_page=True)
+
+        head.click()
+        assert "/c/" in page.url
+        steps = page.locator("table.values tr", has_text="steps").inner_text()
+        assert '"a"' in steps and '"b"' in steps
+        assert page.locator("table.info").inner_text().count(newest) == 1
+        page.screenshot(path=shots / "checkpoint.png", full_page=True)
+
+        page.goto(f"{url}t/f")
+        page.locator("form.diff button").click()
+        assert "/diff?" in page.url
+        diff = page.locator("table.diff").inner_text()
+        assert "changed" in diff
+        page.screenshot(path=shots / "diff.png", full_page=True)
+
+        page.goto(url)
+        page.locator("table.contexts a.context", has_text="conv-a").click()
+        lineage = page.locator("svg g.node")
+        assert lineage.count() == contexts[0]["checkpoints"]
+        assert page.locator("svg g.node.head").get_attribute("data-checkpoint") == (
+            contexts[0]["latest"]["checkpoint_id"]
+        )
+        page.screenshot(path=shots / "maf-lineage.png", full_page=True)
+        page.locator("table.lineage a.checkpoint").last.click()
+        assert "bytes stored (inline)" in page.locator("table.info").inner_text()
+        page.screenshot(path=shots / "maf-checkpoint.png", full_page=True)
+
+
+def test_stored_markup_renders_as_text_and_long_values_are_cut(
+    cli: Cli, page: Page, shots: Path
+) -> None:
+    with cli.saver() as saver:
+        build(saver).invoke({"steps": [PAYLOAD, "x" * 5000]}, config("xss"))
+    with explorer(cli) as url:
+        page.goto(f"{url}t/xss")
+        page.locator("table.history a.checkpoint").first.click()
+        values = page.locator("table.values")
+        assert "<script>document.title='pwned'</script>" in values.inner_text()
+        assert page.locator("main script, main img").count() == 0
+        assert "pwned" not in page.title()
+        assert "x" * 5000 not in values.inner_text()  # cut...
+        page.screenshot(path=shots / "escaped-and-cut.png", full_page=True)
+        page.locator("a.more").first.click()
+        assert "x" * 5000 in page.locator("table.values").inner_text()  # ...with a way to see it
+        assert "pwned" not in page.title()
+        page.screenshot(path=shots / "see-more.png", full_page=True)
+
+
+def test_writes_need_allow_writes_and_a_confirmation(cli: Cli, page: Page, shots: Path) -> None:
+    with cli.saver() as saver:
+        build(saver).invoke({"steps": []}, config("t1"))
+        build(saver).invoke({"steps": []}, config("t2"))
+
+    with explorer(cli) as url:
+        page.goto(f"{url}t/t1")
+        page.locator("a.delete").click()
+        assert "read-only" in page.locator("main").inner_text()
+        page.screenshot(path=shots / "read-only-refuses.png", full_page=True)
+        posted = page.request.post(f"{url}t/t1/delete", form={"token": "guess"})
+        assert posted.status == 403
+    assert "t1" in [t["thread_id"] for t in off_loop(cli.json, "threads")["threads"]]
+
+    with explorer(cli, "--allow-writes") as url:
+        forged = page.request.post(f"{url}t/t1/delete", form={"token": "guess"})
+        assert forged.status == 403  # no token from the confirmation page: refused
+        page.goto(f"{url}t/t1")
+        page.locator("a.delete").click()
+        assert "Delete thread t1?" in page.locator("h1").inner_text()
+        page.screenshot(path=shots / "confirm-delete.png", full_page=True)
+        page.locator("form.confirm button").click()
+        assert page.url == url
+        assert page.locator("table.threads a.thread").all_inner_texts() == ["t2"]
+        page.screenshot(path=shots / "after-delete.png", full_page=True)
+    assert [t["thread_id"] for t in off_loop(cli.json, "threads")["threads"]] == ["t2"]
