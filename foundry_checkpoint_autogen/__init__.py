@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from ._agent import DurableAgent, durable_factory
 from ._runtime import load_runtime, running, save_runtime
-from ._store import AutoGenStateStore, StateVersion
+from ._store import AutoGenStateStore, StateVersion, StoredState
 from ._team import TeamSession, load_team, save_team
 
 if TYPE_CHECKING:
@@ -31,6 +31,7 @@ __all__ = [
     "DurableAgent",
     "DurableGrpcWorkerAgentRuntime",
     "StateVersion",
+    "StoredState",
     "TeamSession",
     "durable_factory",
     "load_runtime",

@@ -27,6 +27,7 @@ import secrets
 import threading
 import time
 from collections.abc import Coroutine, Mapping
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final, TypeVar
 
 from azure.ai.agentserver.core.storage import DEFAULT_ITEM_TTL_SECONDS
@@ -34,7 +35,7 @@ from azure.ai.agentserver.core.storage import DEFAULT_ITEM_TTL_SECONDS
 from foundry_checkpoint import _codec
 from foundry_checkpoint._core import CheckpointCore, LocalBackend, Scope, create_item, newest_second
 from foundry_checkpoint._lifecycle import CoreOwner
-from foundry_checkpoint._naming import check_identifier, item_key, tag_value
+from foundry_checkpoint._naming import check_identifier, item_key, tag_value, unescape
 from foundry_checkpoint._protocol import ItemKey
 from foundry_checkpoint.errors import CorruptPayloadError, InvalidIdentifierError, InvalidStateError
 
@@ -43,7 +44,7 @@ if TYPE_CHECKING:
 
     from foundry_checkpoint.spill import SpillStore
 
-__all__ = ["AutoGenStateStore", "StateVersion"]
+__all__ = ["AutoGenStateStore", "StateVersion", "StoredState"]
 
 T = TypeVar("T")
 
@@ -162,6 +163,24 @@ class StateVersion:
 
     def __hash__(self) -> int:
         return hash((self.version, self.created_at))
+
+
+@dataclass(frozen=True)
+class StoredState:
+    """One state kept under a scope, read from the key listing alone (nothing is decoded):
+    its ``kind`` and ``name``, how many ``versions`` are stored, and the newest one.
+
+    Example:
+        >>> state = StoredState("agent", "counter/ann", 3, "00000000000000000003-0a0b0c0d", 1)
+        >>> state.kind, state.versions
+        ('agent', 3)
+    """
+
+    kind: str
+    name: str
+    versions: int
+    latest: str
+    created_at: int
 
 
 class AutoGenStateStore(CoreOwner):
@@ -315,6 +334,75 @@ class AutoGenStateStore(CoreOwner):
     ) -> int:
         """Delete all but the newest ``keep`` (default ``keep_versions``) versions; the count."""
         return await self._run(self._prune(scope, kind, name, _checked_keep(keep, self._keep)))
+
+    # -- inspection (what ``foundry-checkpoint autogen`` lists) -------------------------------
+    def list_scopes(self) -> list[str | None]:
+        """Every scope this user has states in (None: the default store), from the index.
+
+        Example:
+            >>> with AutoGenStateStore() as store:  # doctest: +SKIP
+            ...     store.list_scopes()
+            ['conv-1']
+        """
+        return self._core.run(self._list_scopes())
+
+    def list_states(self, scope: str | None) -> list[StoredState]:
+        """The states kept under ``scope`` (agents, runtimes, teams...), sorted by kind and
+        name, from the key listing alone: no state is read or decoded.
+
+        Example:
+            >>> with AutoGenStateStore() as store:  # doctest: +SKIP
+            ...     [(s.kind, s.name, s.versions) for s in store.list_states("conv-1")]
+            [('agent', 'counter/default', 2)]
+        """
+        return self._core.run(self._list_states(scope))
+
+    async def alist_scopes(self) -> list[str | None]:
+        """Async form of :meth:`list_scopes`."""
+        return await self._run(self._list_scopes())
+
+    async def alist_states(self, scope: str | None) -> list[StoredState]:
+        """Async form of :meth:`list_states`."""
+        return await self._run(self._list_states(scope))
+
+    async def _list_scopes(self) -> list[str | None]:
+        ids = await self._core.scope_ids()
+        named = sorted(i for i in ids if i is not None)
+        return [None, *named] if None in ids else list(named)
+
+    async def _list_states(self, scope_id: str | None) -> list[StoredState]:
+        if scope_id is not None:
+            check_identifier(scope_id, "scope")
+        scope = await self._core.scope(scope_id, create=False)
+        if scope is None:
+            return []
+        groups: dict[tuple[str, str], list[ItemKey]] = {}
+        for key in await scope.keys():
+            tags = _tags_of(key)
+            kind_tag, name_tag = tags.get(_TAG_KIND), tags.get(_TAG_NAME)
+            if not kind_tag or not name_tag:
+                continue  # the scope's own bookkeeping items
+            groups.setdefault((kind_tag, name_tag), []).append(key)
+        out: list[StoredState] = []
+        for (kind_tag, name_tag), keys in groups.items():
+            newest = max(keys, key=lambda k: (_version_of(k), k.key))
+            kind = unescape(kind_tag)
+            name = unescape(name_tag)
+            if kind is None or name is None:  # hashed (very long): the full text is in the value
+                item = await scope.store.get_item(newest.key)
+                value = item.value if item is not None else {}
+                kind = value.get(_EXTRA_KIND, kind_tag) if kind is None else kind
+                name = value.get(_EXTRA_NAME, name_tag) if name is None else name
+            out.append(
+                StoredState(
+                    kind=str(kind).removeprefix("ag."),
+                    name=str(name),
+                    versions=len(keys),
+                    latest=_version_of(newest),
+                    created_at=int(newest.created_at),
+                )
+            )
+        return sorted(out, key=lambda s: (s.kind, s.name))
 
     async def _run(self, coro: Coroutine[Any, Any, T]) -> T:
         return await self._core.arun(coro)

@@ -1,7 +1,8 @@
 """``foundry-checkpoint``: inspect, clean up and migrate stored checkpoints from a shell.
 
 The top-level commands work on LangGraph threads (the ``cli`` and ``langgraph`` extras); the
-``maf`` group on Microsoft Agent Framework contexts (``cli`` and ``maf``). Every command works
+``maf`` group on Microsoft Agent Framework contexts (``cli`` and ``maf``); the ``autogen`` group
+on AutoGen states (``cli`` and ``autogen``). Every command works
 on the backend the environment selects, exactly as a checkpointer in your app would: the
 embedded local store under ``AGENTSERVER_STATE_ROOT`` by default, the hosted Foundry state
 store when ``FOUNDRY_HOSTING_ENVIRONMENT`` is set. Human output starts with one line saying
@@ -42,7 +43,7 @@ from rich.table import Table
 from .. import _cli_copy
 from .._cli_format import mask_secrets, preview, summary, tuple_json, visible
 from .._core import DEFAULT_GC_GRACE_SECONDS
-from . import _common, _maf, _tree
+from . import _autogen, _common, _maf, _tree
 from ._common import JsonFlag, LocalBackendChoice, OneLineErrors, Options
 
 if TYPE_CHECKING:
@@ -71,7 +72,8 @@ app = typer.Typer(
     name="foundry-checkpoint",
     help=(
         "Inspect, clean up and migrate the checkpoints foundry-checkpoint keeps: LangGraph "
-        "threads (the commands below) and Microsoft Agent Framework contexts ('maf')."
+        "threads (the commands below), Microsoft Agent Framework contexts ('maf') and "
+        "AutoGen states ('autogen')."
     ),
     no_args_is_help=True,
     add_completion=False,
@@ -621,6 +623,7 @@ def ui(
 
 
 app.add_typer(_maf.app, name="maf")
+app.add_typer(_autogen.app, name="autogen")
 
 
 def main() -> None:

@@ -99,7 +99,8 @@ def value_block(value: Any, *, full: bool, more: str) -> str:
         return pre(text)
     shown = pre(text[:TRUNCATE_AT] + "…")
     hidden = len(text) - TRUNCATE_AT
-    return f'{shown}<p><a class="more" href="{more}">see more ({hidden:,} more characters)</a></p>'
+    link = f'<a class="more" href="{esc(more)}">see more ({hidden:,} more characters)</a>'
+    return f"{shown}<p>{link}</p>"
 
 
 def table(headers: Sequence[str], rows: Iterable[Sequence[str]], *, cls: str = "") -> str:

@@ -34,6 +34,7 @@ from ._common import Options
 from ._html import esc, seg
 
 if TYPE_CHECKING:
+    from foundry_checkpoint_autogen import AutoGenStateStore
     from foundry_checkpoint_maf import FoundryCheckpointStorage
 
     from .._saver import FoundryCheckpointer
@@ -88,6 +89,7 @@ class Explorer:
         self.hosts: set[str] = set()
         self._saver: FoundryCheckpointer | None = None
         self._maf: FoundryCheckpointStorage | None = None
+        self._autogen: AutoGenStateStore | None = None
         self._missing: dict[str, str] = {}
 
     # -- stores ------------------------------------------------------------------------------
@@ -115,8 +117,22 @@ class Explorer:
             self._maf = FoundryCheckpointStorage(**self._opts.store_kwargs(prefix))
         return self._maf
 
+    def autogen(self) -> AutoGenStateStore | None:
+        """The AutoGen state store (None when the ``autogen`` extra is missing)."""
+        if self._autogen is None and "autogen" not in self._missing:
+            try:
+                from foundry_checkpoint_autogen import AutoGenStateStore
+            except ImportError as exc:
+                self._missing["autogen"] = str(exc)
+                return None
+            prefix = self._opts.prefix or "autogen"
+            self._autogen = AutoGenStateStore(**self._opts.store_kwargs(prefix), keep_versions=None)
+        return self._autogen
+
     async def aclose(self) -> None:
         """Close the stores (idempotent)."""
+        if self._autogen is not None:
+            await self._autogen.aclose()
         if self._saver is not None:
             await self._saver.aclose()
         if self._maf is not None:
@@ -142,6 +158,8 @@ class Explorer:
         app.router.add_get("/m/{context}/c/{checkpoint}", self.maf_checkpoint)
         app.router.add_route("*", "/m/{context}/delete", self.context_delete)
         app.router.add_route("*", "/m/{context}/prune", self.context_prune)
+        app.router.add_get("/a/{scope}", self.scope)
+        app.router.add_get("/a/{scope}/state", self.autogen_state)
         return app
 
     @web.middleware
@@ -258,7 +276,96 @@ class Explorer:
                 if rows
                 else '<p class="muted">no contexts</p>'
             )
+        parts.append("<h2>AutoGen states</h2>")
+        store = self.autogen()
+        if store is None:
+            parts.append(f'<p class="muted">not installed: {esc(self._missing["autogen"])}</p>')
+        else:
+            rows = []
+            for scope in await store.alist_scopes():
+                if scope is None:
+                    continue  # the default store has no name to link; the CLI lists it
+                states = await store.alist_states(scope)
+                if states:
+                    rows.append(
+                        [
+                            f'<a class="scope" href="/a/{seg(scope)}">{esc(scope)}</a>',
+                            esc(len(states)),
+                            esc(sum(s.versions for s in states)),
+                            esc(", ".join(sorted({s.kind for s in states}))),
+                        ]
+                    )
+            parts.append(
+                _html.table(["scope", "states", "versions", "kinds"], rows, cls="scopes")
+                if rows
+                else '<p class="muted">no scopes</p>'
+            )
         return self._page("What is stored", "".join(parts))
+
+    # -- AutoGen -----------------------------------------------------------------------------
+    def _need_autogen(self) -> AutoGenStateStore:
+        store = self.autogen()
+        if store is None:
+            raise _Refused(404, f"AutoGen support is not installed: {self._missing['autogen']}")
+        return store
+
+    async def scope(self, request: web.Request) -> web.Response:
+        """A scope's states (agents, runtimes, teams) with their versions."""
+        scope = request.match_info["scope"]
+        store = self._need_autogen()
+        states = await store.alist_states(scope)
+        if not states:
+            raise _Refused(404, f"scope {scope!r} has no states")
+        rows = []
+        for state in states:
+            query = esc(urlencode({"kind": state.kind, "name": state.name}))
+            rows.append(
+                [
+                    esc(state.kind),
+                    f'<a class="state" href="/a/{seg(scope)}/state?{query}">{esc(state.name)}</a>',
+                    esc(state.versions),
+                    f'<span class="id">{esc(state.latest)}</span>',
+                ]
+            )
+        body = f"<h1>Scope {esc(scope)}</h1>" + _html.table(
+            ["kind", "name", "versions", "latest version"], rows, cls="states"
+        )
+        return self._page(f"Scope {scope}", body)
+
+    async def autogen_state(self, request: web.Request) -> web.Response:
+        """One state's versions, and one version (the latest by default) as JSON."""
+        scope = request.match_info["scope"]
+        kind, name = request.query.get("kind", ""), request.query.get("name", "")
+        store = self._need_autogen()
+        versions = await store.aversions(scope, kind, name)
+        if not versions:
+            raise _Refused(404, f"no stored {kind} {name!r} in scope {scope!r}")
+        chosen = request.query.get("version") or versions[-1].version
+        state = await store.aload(scope, kind, name, version=chosen)
+        if state is None:
+            raise _Refused(404, f"no version {chosen!r} of {kind} {name!r}")
+        full = request.query.get("full") == "1"
+        more = "?" + urlencode({"kind": kind, "name": name, "version": chosen, "full": "1"})
+
+        def link(version: str) -> str:
+            return esc("?" + urlencode({"kind": kind, "name": name, "version": version}))
+
+        links = [
+            [
+                f'<a class="version" href="{link(v.version)}">{esc(v.version)}</a>'
+                + (" ←" if v.version == chosen else ""),
+                esc(v.created_at),
+            ]
+            for v in reversed(versions)
+        ]
+        body = (
+            f'<p><a href="/a/{seg(scope)}">← scope {esc(scope)}</a></p>'
+            f"<h1>{esc(kind)} {esc(name)}</h1><h2>Version {esc(chosen)}</h2>"
+            + _html.value_block(state, full=full, more=more)
+            + "<h2>Versions, newest first</h2>"
+            + _html.table(["version", "created at (epoch s)"], links, cls="versions")
+        )
+        return self._page(f"{kind} {name}", body)
 
     # -- LangGraph ---------------------------------------------------------------------------
     async def _history(self, thread: str, ns: str | None = None) -> list[Any]:

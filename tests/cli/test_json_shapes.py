@@ -9,6 +9,7 @@ import re
 from pathlib import Path
 from typing import Any
 
+from foundry_checkpoint_autogen import AutoGenStateStore
 from foundry_checkpoint_maf import FoundryCheckpointStorage
 from tests.maf import _workflows as wf
 
@@ -75,11 +76,14 @@ async def _seed_maf(cli: Cli) -> None:
 
 def test_every_command_matches_its_documented_shape(cli: Cli, tmp_path: Path) -> None:
     shapes = documented()
-    assert len(shapes) == 13
+    assert len(shapes) == 19
     with cli.saver() as saver:
         build(saver).invoke({"steps": []}, config("t1"))
         build(saver, ask=True).invoke({"steps": []}, config("t2"))
     asyncio.run(_seed_maf(cli))
+    with AutoGenStateStore(**cli.env.kwargs(), keep_versions=None) as store:
+        for n in range(3):
+            store.save("demo", "agent", "counter/ann", {"count": n})
 
     runs: list[tuple[str, list[str]]] = [
         ("threads", ["threads"]),
@@ -95,6 +99,12 @@ def test_every_command_matches_its_documented_shape(cli: Cli, tmp_path: Path) ->
         ("maf gc", ["maf", "gc", "--dry-run"]),
         ("maf prune", ["maf", "prune", "conv-a"]),
         ("maf delete", ["maf", "delete", "conv-b"]),
+        ("autogen scopes", ["autogen", "scopes"]),
+        ("autogen states", ["autogen", "states", "demo"]),
+        ("autogen versions", ["autogen", "versions", "demo", "agent", "counter/ann"]),
+        ("autogen show", ["autogen", "show", "demo", "agent", "counter/ann"]),
+        ("autogen prune", ["autogen", "prune", "demo", "agent", "counter/ann"]),
+        ("autogen delete", ["autogen", "delete", "demo", "agent", "counter/ann"]),
     ]
     assert {name for name, _ in runs} == set(shapes)
     checked = 0
@@ -102,7 +112,7 @@ def test_every_command_matches_its_documented_shape(cli: Cli, tmp_path: Path) ->
         result = cli(*args, "--json")  # after the command; before it in cli.json
         assert result.exit_code == 0, (name, result.stderr)
         checked += _check(name, json.loads(result.stdout), shapes)
-    assert checked >= 10  # the nested shapes were seen, not just empty lists
+    assert checked >= 14  # the nested shapes were seen, not just empty lists
 
 
 def test_json_before_and_after_give_the_same_document(cli: Cli) -> None:

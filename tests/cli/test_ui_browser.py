@@ -24,6 +24,7 @@ from typing import Any, TypeVar
 import pytest
 from playwright.sync_api import Browser, Page, sync_playwright
 
+from foundry_checkpoint_autogen import AutoGenStateStore
 from foundry_checkpoint_maf import FoundryCheckpointStorage
 from tests.maf import _workflows as wf
 
@@ -128,14 +129,21 @@ def test_browse_threads_tree_values_diff_and_lineage(
     with cli.saver() as saver:
         build(saver).invoke({"steps": []}, config("t1"))
     off_loop(asyncio.run, _seed_maf(cli))
+    with AutoGenStateStore(**cli.env.kwargs()) as store:
+        store.save("demo", "agent", "counter/ann", {"count": 1})
+        store.save("demo", "agent", "counter/ann", {"count": 2, "history": ["a", "b"]})
     threads = [t["thread_id"] for t in off_loop(cli.json, "threads")["threads"]]
     contexts = off_loop(cli.json, "maf", "contexts")["contexts"]
+    scopes = off_loop(cli.json, "autogen", "scopes")["scopes"]
 
     with explorer(cli) as url:
         page.goto(url)
         assert page.locator("table.threads a.thread").all_inner_texts() == threads
         listed = page.locator("table.contexts a.context").all_inner_texts()
         assert listed == [c["context_id"] for c in contexts]
+        assert page.locator("table.scopes a.scope").all_inner_texts() == [
+            s["scope"] for s in scopes
+        ]
         page.screenshot(path=shots / "index.png", full_page=True)
 
         page.locator("table.threads a.thread", has_text="f").first.click()
@@ -177,6 +185,13 @@ def test_browse_threads_tree_values_diff_and_lineage(
         page.locator("table.lineage a.checkpoint").last.click()
         assert "bytes stored (inline)" in page.locator("table.info").inner_text()
         page.screenshot(path=shots / "maf-checkpoint.png", full_page=True)
+
+        page.goto(url)
+        page.locator("table.scopes a.scope", has_text="demo").click()
+        page.locator("table.states a.state", has_text="counter/ann").click()
+        assert '"history"' in page.locator("main pre").first.inner_text()
+        assert page.locator("table.versions a.version").count() == 2
+        page.screenshot(path=shots / "autogen-state.png", full_page=True)
 
 
 def test_stored_markup_renders_as_text_and_long_values_are_cut(
