@@ -135,3 +135,17 @@ async def test_an_agent_without_a_store_says_how_to_attach_one() -> None:
     finally:
         await runtime.stop()
     assert issubclass(Counter, DurableAgent)
+
+
+async def test_two_users_with_the_same_agent_ids_are_isolated(make_store: MakeStore) -> None:
+    """One store per end user (``user_id=``, or the emulator user in hosted mode): the same
+    scope and AgentId keep two separate states."""
+    for user, notes in (("alice", ["a1", "a2"]), ("bob", ["b1"])):
+        async with _runtime(make_store(user=user)) as runtime:
+            for note in notes:
+                await _send(runtime, Add(1, note))
+    async with _runtime(make_store(user="alice")) as runtime:
+        assert await _send(runtime, Add(1, "a3")) == Count(3, ["a1", "a2", "a3"])
+    async with _runtime(make_store(user="bob")) as runtime:
+        assert await _send(runtime, Add(1, "b2")) == Count(2, ["b1", "b2"])
+    assert await make_store(user="carol").aload("conv", "agent", "counter/ann") is None
