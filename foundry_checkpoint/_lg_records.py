@@ -37,6 +37,7 @@ __all__ = [
     "FORMAT",
     "KIND_CHECKPOINT",
     "KIND_WRITES",
+    "TAG_EARLY",
     "TAG_ID",
     "TAG_KIND",
     "TAG_NS",
@@ -73,6 +74,11 @@ TAG_SOURCE: Final = "src"
 TAG_STEP: Final = "step"
 TAG_RUN: Final = "run"
 TAG_SPILL: Final = "sp"
+TAG_EARLY: Final = "ew"
+"""On a checkpoint: ``"0"`` when its writer guarantees that every writes item it made for the
+checkpoint was created after the checkpoint item (so a reader finds them in the same listing as
+the checkpoint); ``"1"`` (or no tag: older versions) when some may be older, so a reader lists
+the checkpoint's writes on their own."""
 TAG_OWNER: Final = "own"
 """On a checkpoint of a subgraph call's namespace: the id of the caller's checkpoint the call
 started from (the deepest entry of ``metadata["parents"]``); the namespace goes with it."""

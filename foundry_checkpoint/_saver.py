@@ -10,6 +10,9 @@ Design, in short (the reasons are in the docstrings below):
 * one item per ``put_writes`` call (per task), merged with ``if_match`` when the task writes again;
 * "latest" from ``list_keys`` tags only: every key of the newest ``created_at`` second is
   compared by checkpoint id (uuid6), never by list position, and no item is read to compare;
+  the same listing (every item of the namespace, newest first) yields the writes keys of the
+  newest checkpoint, and the checkpoint itself is not read again when this process holds it
+  (same key and etag: see :meth:`FoundryCheckpointer._latest`);
 * channel values over 256 KiB serialized go to the spill store as content-addressed blobs,
   uploaded once per thread while unchanged;
 * one async implementation: sync methods block on the core's private loop, async methods await
@@ -57,12 +60,12 @@ from ._core import (
     LocalBackend,
     Scope,
     create_item,
-    newest_second,
 )
 from ._lg_prune import Entry, call_owner, is_call_namespace, newest, plan
 from ._lg_records import (
     KIND_CHECKPOINT,
     KIND_WRITES,
+    TAG_EARLY,
     TAG_ID,
     TAG_KIND,
     TAG_NS,
@@ -116,6 +119,9 @@ _CONCURRENCY: Final = 16
 _MERGE_ATTEMPTS: Final = 16
 _THREAD_CACHE: Final = 256
 _WRITES_INDEX_FROM: Final = 4
+_EARLY_BOUND: Final = 4096
+_FIRST_PAGE_LOCAL: Final = 20
+_FIRST_PAGE_HOSTED: Final = 100
 
 
 @dataclass
@@ -129,6 +135,31 @@ class _ThreadState:
     """
 
     heads: dict[str, CheckpointRecord] = field(default_factory=dict)
+    etags: dict[str, str] = field(default_factory=dict)
+    """The etag of each head's item as this process wrote or read it: a listing that shows the
+    same key with the same etag proves the head current, so it is not read again."""
+
+    def set_head(self, ns: str, record: CheckpointRecord, etag: str | None) -> None:
+        """Remember ``record`` as the head of ``ns`` (with its item's etag when known)."""
+        self.heads[ns] = record
+        if etag:
+            self.etags[ns] = etag
+        else:
+            self.etags.pop(ns, None)
+
+
+_Token = tuple[str, str, str, str]
+"""(user key, thread id, namespace, checkpoint id): one checkpoint as this process sees it."""
+
+
+@dataclass
+class _Latest:
+    """The newest checkpoint key of a namespace and the writes keys listed with it."""
+
+    key: ItemKey
+    writes: list[str]
+    complete: bool
+    """True when ``writes`` are all of its writes (its writer created none before it)."""
 
 
 @dataclass
@@ -304,6 +335,10 @@ class FoundryCheckpointer(CoreOwner, BaseCheckpointSaver[str]):
         )
         # (user key, thread id) -> what this process knows; see _core.user_key
         self._threads: OrderedDict[tuple[str, str], _ThreadState] = OrderedDict()
+        # checkpoints whose put is running in this process, and those that got writes before
+        # their put started (LangGraph's async loop may submit put_writes first)
+        self._pending: dict[_Token, asyncio.Future[None]] = {}
+        self._early: OrderedDict[_Token, None] = OrderedDict()
 
     # -- lifecycle ------------------------------------------------------------------------------
     def __repr__(self) -> str:
@@ -565,25 +600,66 @@ class FoundryCheckpointer(CoreOwner, BaseCheckpointSaver[str]):
         return len(await scope.keys(tags))
 
     async def _latest_key(self, scope: Scope, ns: str) -> ItemKey | None:
-        """The key of the newest checkpoint of ``ns``, from keys and tags only.
+        """The key of the newest checkpoint of ``ns``, from keys and tags only."""
+        latest = await self._latest(scope, ns)
+        return None if latest is None else latest.key
+
+    async def _latest(self, scope: Scope, ns: str) -> _Latest | None:
+        """The newest checkpoint key of ``ns`` and its writes keys, from one listing.
 
         ``list_keys`` orders by ``(created_at second, id)`` and the id is not write order, so
-        every key sharing the newest second is compared by checkpoint id (uuid6, time-ordered);
-        a further page is read only while the page ends inside that second.
+        every checkpoint key sharing the newest checkpoint's second is compared by checkpoint id
+        (uuid6, time-ordered). The listing takes every item of the namespace (checkpoints and
+        writes), newest first, down to the end of that second: the writes keys of the newest
+        checkpoint created at or after it come with it. A writer tags a checkpoint ``ew=0`` when
+        it made no writes for it before the checkpoint item existed (see :meth:`_put_writes`);
+        otherwise (``ew=1``, or written by an older version) the caller lists its writes on
+        their own. Further pages are read only while a page ends inside that second, so the cost
+        does not grow with history.
         """
-        candidates = await newest_second(
-            scope.store, {TAG_KIND: KIND_CHECKPOINT, TAG_NS: ns_tag(ns)}
-        )
-        if not candidates:
+        first = _FIRST_PAGE_HOSTED if self._core.kind == "hosted" else _FIRST_PAGE_LOCAL
+        page = await scope.store.list_keys(tags={TAG_NS: ns_tag(ns)}, limit=first, order="desc")
+        checkpoints: builtins.list[ItemKey] = []
+        writes: builtins.list[ItemKey] = []
+        top: int | None = None
+        while True:
+            for key in page.keys:
+                if top is not None and key.created_at < top:
+                    break
+                kind = _tags(key).get(TAG_KIND)
+                if kind == KIND_CHECKPOINT:
+                    top = key.created_at if top is None else top
+                    checkpoints.append(key)
+                elif kind == KIND_WRITES:
+                    writes.append(key)
+            else:
+                if page.has_more and page.last_id:
+                    page = await scope.store.list_keys(
+                        tags={TAG_NS: ns_tag(ns)}, limit=_PAGE, after=page.last_id, order="desc"
+                    )
+                    continue
+            break
+        if not checkpoints:
             return None
-        return max(candidates, key=_cid_of)
+        newest_key = max(checkpoints, key=_cid_of)
+        pair = _pair(newest_key)
+        return _Latest(
+            newest_key,
+            [w.key for w in writes if _pair(w) == pair],
+            _tags(newest_key).get(TAG_EARLY) == "0",
+        )
 
     async def _read_record(self, scope: Scope, key: str) -> CheckpointRecord | None:
+        found = await self._read_item(scope, key)
+        return None if found is None else found[0]
+
+    async def _read_item(self, scope: Scope, key: str) -> tuple[CheckpointRecord, str] | None:
+        """A checkpoint item's record and etag (None when absent)."""
         item = await scope.store.get_item(key)
         if item is None:
             return None
         payload = await scope.decode(item.value, key=key)
-        return unpack_checkpoint(payload, where=scope.where(key))
+        return unpack_checkpoint(payload, where=scope.where(key)), item.etag
 
     async def _get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
         thread_id = _thread_id(config)
@@ -593,25 +669,38 @@ class FoundryCheckpointer(CoreOwner, BaseCheckpointSaver[str]):
         scope = await self._core.scope(thread_id, create=False)
         if scope is None:
             return None
-        record: CheckpointRecord | None = None
+        state = self._state(thread_id)
+        found: tuple[CheckpointRecord, str] | None = None
+        known: builtins.list[str] | None = None
         if wanted:
-            record = await self._read_record(scope, checkpoint_key(ns, wanted))
-            if record is not None and (record.ns, record.checkpoint_id) != (ns, wanted):
-                record = None  # a hashed key that is not ours
+            found = await self._read_item(scope, checkpoint_key(ns, wanted))
+            if found is not None and (found[0].ns, found[0].checkpoint_id) != (ns, wanted):
+                found = None  # a hashed key that is not ours
         else:
             for _ in range(3):  # the newest may be deleted between listing and reading
-                key = await self._latest_key(scope, ns)
-                if key is None:
+                latest = await self._latest(scope, ns)
+                if latest is None:
                     return None
-                record = await self._read_record(scope, key.key)
-                if record is not None:
+                known = latest.writes if latest.complete else None
+                head = state.heads.get(ns)
+                if (
+                    head is not None
+                    and state.etags.get(ns) == latest.key.etag
+                    and checkpoint_key(ns, head.checkpoint_id) == latest.key.key
+                ):
+                    # Items are replaced only with a new etag: this is the item as stored.
+                    found = head, latest.key.etag
+                else:
+                    found = await self._read_item(scope, latest.key.key)
+                if found is not None:
                     break
-        if record is None:
+        if found is None:
             return None
-        writes = await self._pending_writes(scope, ns, record.checkpoint_id, None)
+        record, etag = found
+        writes = await self._pending_writes(scope, ns, record.checkpoint_id, known)
         metadata = self._loads_dict(record.metadata, "metadata")
         result = await self._tuple(scope, thread_id, record, metadata, writes)
-        self._state(thread_id).heads[ns] = record
+        state.set_head(ns, record, etag)
         return result
 
     def _loads(self, typed: tuple[str, bytes]) -> Any:
@@ -862,6 +951,42 @@ class FoundryCheckpointer(CoreOwner, BaseCheckpointSaver[str]):
         ns = _namespace(conf)
         parent_id = conf.get("checkpoint_id") or None
         checkpoint_id = check_identifier(checkpoint.get("id"), "checkpoint id")
+        # Before any await: a put_writes of this checkpoint from now on waits for the item.
+        token = (self._core.user_key(), thread_id, ns, checkpoint_id)
+        early = token in self._early
+        self._early.pop(token, None)
+        done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._pending[token] = done
+        try:
+            return await self._put_item(
+                config,
+                thread_id,
+                ns,
+                parent_id,
+                checkpoint_id,
+                checkpoint,
+                metadata,
+                new_versions,
+                early=early,
+            )
+        finally:
+            if self._pending.get(token) is done:
+                del self._pending[token]
+            done.set_result(None)
+
+    async def _put_item(
+        self,
+        config: RunnableConfig,
+        thread_id: str,
+        ns: str,
+        parent_id: str | None,
+        checkpoint_id: str,
+        checkpoint: Checkpoint,
+        metadata: CheckpointMetadata,
+        new_versions: ChannelVersions,
+        *,
+        early: bool,
+    ) -> RunnableConfig:
         scope = await self._core.scope(thread_id)
         state = self._state(thread_id)
         rest = {k: v for k, v in checkpoint.items() if k != "channel_values"}
@@ -884,6 +1009,7 @@ class FoundryCheckpointer(CoreOwner, BaseCheckpointSaver[str]):
             TAG_NS: ns_tag(ns),
             TAG_ID: id_tag(checkpoint_id),
             TAG_SPILL: "1" if record.digests() else "0",
+            TAG_EARLY: "1" if early else "0",
         }
         if parent_id:
             tags[TAG_PARENT] = id_tag(parent_id)
@@ -903,8 +1029,8 @@ class FoundryCheckpointer(CoreOwner, BaseCheckpointSaver[str]):
         if _codec.spilled_digest(value):
             tags[TAG_SPILL] = "1"
         await scope.touch()
-        await scope.store.set_item(key, value, tags=tags)
-        state.heads[ns] = record
+        ref = await scope.store.set_item(key, value, tags=tags)
+        state.set_head(ns, record, ref.etag)
         return {
             "configurable": {
                 "thread_id": thread_id,
@@ -1000,6 +1126,7 @@ class FoundryCheckpointer(CoreOwner, BaseCheckpointSaver[str]):
         check_identifier(task_id, "task_id")
         if not writes:
             return
+        await self._after_own_put(thread_id, ns, checkpoint_id)
         new: dict[int, tuple[str, str, bytes]] = {}
         for idx, (channel, value) in enumerate(writes):
             new[WRITES_IDX_MAP.get(channel, idx)] = (channel, *self.serde.dumps_typed(value))
@@ -1037,6 +1164,29 @@ class FoundryCheckpointer(CoreOwner, BaseCheckpointSaver[str]):
             f"could not merge the writes of task {task_id!r} into {scope.where(key)}: it kept "
             "changing under concurrent writers; retry the step"
         )
+
+    async def _after_own_put(self, thread_id: str, ns: str, checkpoint_id: str) -> None:
+        """Order this write after the put of its checkpoint, as far as this process knows.
+
+        A put of the checkpoint running here is waited for, so the writes item is created after
+        the checkpoint item. A checkpoint this process neither wrote nor read may still be on
+        its way (LangGraph's async loop submits ``put_writes`` without waiting for ``put``): it
+        is noted, and that put then tags its item ``ew=1`` so that readers list its writes on
+        their own (see :meth:`_latest`). Run before the writes item is created, with no await
+        before the bookkeeping.
+        """
+        token = (self._core.user_key(), thread_id, ns, checkpoint_id)
+        pending = self._pending.get(token)
+        if pending is not None:
+            await asyncio.shield(pending)
+            return
+        head = self._state(thread_id).heads.get(ns)
+        if head is not None and head.checkpoint_id == checkpoint_id:
+            return  # written (or read) here: the item exists
+        self._early[token] = None
+        self._early.move_to_end(token)
+        while len(self._early) > _EARLY_BOUND:
+            self._early.popitem(last=False)
 
     async def _encode_writes(
         self, scope: Scope, key: str, record: WritesRecord, tags: Mapping[str, str]

@@ -129,36 +129,122 @@ async def _history(saver: FoundryCheckpointer, thread_id: str, count: int) -> No
     await asyncio.gather(*(one(i) for i in range(count)))
 
 
+async def _read_counted(
+    store_env: Any, saver: FoundryCheckpointer, thread_id: str
+) -> tuple[Any, Counter[str], Counter[str]]:
+    """``aget_tuple`` of the latest, with the store calls it made (in process, and on the wire
+    in hosted mode: counted by the emulator)."""
+    counting, scope = _count_calls(saver, thread_id)
+    if store_env.mode == "hosted":
+        store_env.emulator.reset_counts()
+    try:
+        latest = await saver.aget_tuple(cfg(thread_id))
+    finally:
+        scope.store = counting.inner
+    wire = store_env.emulator.requests if store_env.mode == "hosted" else Counter(counting.calls)
+    return latest, Counter(counting.calls), Counter(wire)
+
+
 async def test_request_budget_is_flat_in_history(
     store_env: Any, make_saver: Callable[..., FoundryCheckpointer]
 ) -> None:
     saver = make_saver()
     sizes = (10, 1000)
     threads = {n: f"budget-{n}-{uuid.uuid4().hex[:6]}" for n in sizes}
-    await asyncio.gather(*(_history(saver, threads[n], n) for n in sizes))
+    quiet = {n: f"quiet-{n}-{uuid.uuid4().hex[:6]}" for n in sizes}
+    await asyncio.gather(*(_history(saver, t[n], n) for n in sizes for t in (threads, quiet)))
     await asyncio.sleep(1.1)  # the newest checkpoints get a created_at second of their own
-    counts: dict[int, Counter[str]] = {}
+    newest: dict[int, Checkpoint] = {}
     for n in sizes:
-        thread_id = threads[n]
-        newest = _checkpoint(n)
-        config = await saver.aput(cfg(thread_id), newest, {"source": "loop", "step": n}, {})
+        newest[n] = _checkpoint(n)
+        config = await saver.aput(cfg(threads[n]), newest[n], {"source": "loop", "step": n}, {})
         await saver.aput_writes(config, [("n", -1)], "task-1")
-        counting, scope = _count_calls(saver, thread_id)
-        if store_env.mode == "hosted":
-            store_env.emulator.reset_counts()
-        try:
-            latest = await saver.aget_tuple(cfg(thread_id))
-        finally:
-            scope.store = counting.inner
-        assert latest is not None and latest.checkpoint["id"] == newest["id"]
+        await saver.aput(cfg(quiet[n]), _checkpoint(n), {"source": "loop", "step": n}, {})
+    cold = make_saver()  # another process: nothing cached
+    for n in sizes:
+        # The writer itself: one listing (the checkpoint and its writes keys), no read of the
+        # checkpoint it wrote, one read of the writes item.
+        latest, calls, wire = await _read_counted(store_env, saver, threads[n])
+        assert latest is not None and latest.checkpoint["id"] == newest[n]["id"]
         assert latest.pending_writes == [("task-1", "n", -1)]
-        counts[n] = counting.calls
-        if store_env.mode == "hosted":  # what went over the wire, counted by the emulator
-            wire = store_env.emulator.requests
-            assert (wire["list_keys"], wire["get_item"], sum(wire.values())) == (2, 2, 4)
-        assert len(_created_at(saver, thread_id)) == n + 1  # the history is really there
-    # "latest": one list_keys and one get_item; its writes: one list_keys and one get_item.
-    assert counts[10] == counts[1000] == Counter({"list_keys": 2, "get_item": 2})
+        assert calls == wire == Counter({"list_keys": 1, "get_item": 1})
+        # Another process: the checkpoint is read too.
+        latest, calls, wire = await _read_counted(store_env, cold, threads[n])
+        assert latest is not None and latest.checkpoint["id"] == newest[n]["id"]
+        assert latest.pending_writes == [("task-1", "n", -1)]
+        assert calls == wire == Counter({"list_keys": 1, "get_item": 2})
+        # A latest without pending writes, cold: one list and one get.
+        latest, calls, wire = await _read_counted(store_env, cold, quiet[n])
+        assert latest is not None and latest.pending_writes == []
+        assert calls == wire == Counter({"list_keys": 1, "get_item": 1})
+        # ... and warm (read before): one list, nothing read.
+        latest, calls, wire = await _read_counted(store_env, cold, quiet[n])
+        assert latest is not None and latest.checkpoint["channel_values"] == {"n": n}
+        assert calls == wire == Counter({"list_keys": 1})
+        assert len(_created_at(saver, threads[n])) == n + 1  # the history is really there
+
+
+async def test_writes_put_before_their_checkpoint_are_found(
+    store_env: Any, make_saver: Callable[..., FoundryCheckpointer]
+) -> None:
+    """LangGraph's async loop may store a task's writes before the checkpoint they belong to.
+
+    The writer marks such a checkpoint, and a reader lists its writes on their own instead of
+    trusting the listing of the newest second (where an older writes item would be missing).
+    """
+    saver = make_saver()
+    thread_id = f"early-{uuid.uuid4().hex[:6]}"
+    first = _checkpoint(1)
+    config = await saver.aput(cfg(thread_id), first, {"source": "loop", "step": 1}, {})
+    second = _checkpoint(2)
+    early = cfg(thread_id, second["id"])
+    await saver.aput_writes(early, [("n", 7)], "task-early")
+    await asyncio.sleep(1.1)  # the writes item is a second older than its checkpoint
+    await saver.aput(config, second, {"source": "loop", "step": 2}, {})
+    late = cfg(thread_id, second["id"])
+    await saver.aput_writes(late, [("n", 8)], "task-late")
+    for reader in (saver, make_saver()):
+        latest = await reader.aget_tuple(cfg(thread_id))
+        assert latest is not None and latest.checkpoint["id"] == second["id"]
+        assert sorted(latest.pending_writes) == [("task-early", "n", 7), ("task-late", "n", 8)]
+    # A checkpoint whose writes all came after it is read from one listing.
+    third = _checkpoint(3)
+    config = await saver.aput(late, third, {"source": "loop", "step": 3}, {})
+    await saver.aput_writes(config, [("n", 9)], "task-3")
+    latest, calls, _ = await _read_counted(store_env, make_saver(), thread_id)
+    assert latest is not None and latest.pending_writes == [("task-3", "n", 9)]
+    assert calls == Counter({"list_keys": 1, "get_item": 2})
+
+
+async def test_concurrent_put_writes_wait_for_the_put(
+    make_saver: Callable[..., FoundryCheckpointer],
+) -> None:
+    """A put_writes issued while its checkpoint's put runs is stored after it."""
+    saver = make_saver()
+    thread_id = f"race-{uuid.uuid4().hex[:6]}"
+    cp = _checkpoint(1)
+    put = asyncio.ensure_future(saver.aput(cfg(thread_id), cp, {"source": "loop", "step": 1}, {}))
+    await asyncio.sleep(0)
+    await saver.aput_writes(cfg(thread_id, cp["id"]), [("n", 5)], "task-1")
+    await put
+    latest = await make_saver().aget_tuple(cfg(thread_id))
+    assert latest is not None and latest.pending_writes == [("task-1", "n", 5)]
+
+
+async def test_a_head_changed_elsewhere_is_read_again(
+    make_saver: Callable[..., FoundryCheckpointer],
+) -> None:
+    """The cached head is used only while the listing shows the same item (key and etag)."""
+    saver, other = make_saver(), make_saver()
+    thread_id = f"moved-{uuid.uuid4().hex[:6]}"
+    cp = _checkpoint(1)
+    config = await saver.aput(cfg(thread_id), cp, {"source": "loop", "step": 1}, {})
+    assert (await saver.aget_tuple(cfg(thread_id))) is not None
+    nxt = _checkpoint(2)
+    await other.aput(config, nxt, {"source": "loop", "step": 2}, {})
+    latest = await saver.aget_tuple(cfg(thread_id))
+    assert latest is not None and latest.checkpoint["id"] == nxt["id"]
+    assert latest.metadata["step"] == 2
 
 
 def _count_calls(saver: FoundryCheckpointer, thread_id: str) -> tuple[_Counting, Scope]:
@@ -183,10 +269,11 @@ def test_warm_steps_and_filters_read_only_what_they_return(
         calls = dict(counting.calls)
         written = len(list(saver.list(cfg("warm")))) - before
         counting.calls.clear()
-        # One read for the whole run (get_tuple of the latest); every step carries unchanged
-        # channels from memory instead of reading its parent.
+        # No read for the whole run: the latest is the checkpoint this process wrote (the
+        # listing shows its key and etag), and every step carries unchanged channels from
+        # memory instead of reading its parent.
         assert written == 4
-        assert calls["get_item"] == 1
+        assert calls.get("get_item", 0) == 0
         assert calls["set_item"] == written  # one item per checkpoint
         assert calls["create_item"] == 3  # one writes item per task (input, a, b)
 
@@ -196,3 +283,19 @@ def test_warm_steps_and_filters_read_only_what_they_return(
         assert counting.calls["get_item"] == 2 and counting.calls["list_keys"] == 2
     finally:
         scope.store = counting.inner
+
+
+async def test_a_head_rewritten_by_prune_is_read_again(
+    make_saver: Callable[..., FoundryCheckpointer],
+) -> None:
+    """Prune rewrites a survivor whose parent it deletes: a new etag, so no stale head."""
+    saver, other = make_saver(), make_saver()
+    thread_id = f"pruned-{uuid.uuid4().hex[:6]}"
+    config = await saver.aput(cfg(thread_id), _checkpoint(1), {"source": "loop", "step": 1}, {})
+    await saver.aput(config, _checkpoint(2), {"source": "loop", "step": 2}, {})
+    before = await saver.aget_tuple(cfg(thread_id))
+    assert before is not None and before.parent_config is not None
+    await other.aprune([thread_id])
+    after = await saver.aget_tuple(cfg(thread_id))
+    assert after is not None and after.checkpoint["id"] == before.checkpoint["id"]
+    assert after.parent_config is None
