@@ -47,6 +47,9 @@ _SAFE: Final = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0
 _PREFIX_RE: Final = re.compile(r"[A-Za-z0-9_.-]+(/[A-Za-z0-9_.-]+)*")
 _ESCAPED_RE: Final = re.compile(r"(?:[A-Za-z0-9_.-]|~[0-9a-f]{2})*")
 _RUN_RE: Final = re.compile(r"(?:~[0-9a-f]{2})+")
+_PLAIN_RE: Final = re.compile(r"[A-Za-z0-9_.-]*")
+#: ``str.translate`` table over UTF-8 bytes read as Latin-1: every byte outside ``_SAFE``.
+_BYTE_ESCAPES: Final = {b: f"~{b:02x}" for b in range(256) if b not in _SAFE}
 
 
 def check_text(value: object, what: str) -> str:
@@ -115,8 +118,10 @@ def check_user_id(value: object) -> str:
 
 def escape(value: str) -> str:
     """Escape ``value`` injectively into ``[A-Za-z0-9_.~-]`` (``~XX`` per other UTF-8 byte)."""
-    raw = value.encode("utf-8", "surrogatepass")
-    out = "".join(chr(b) if b in _SAFE else f"~{b:02x}" for b in raw)
+    if _PLAIN_RE.fullmatch(value):  # the common case (uuid6 ids, task ids): nothing to do
+        out = value
+    else:
+        out = value.encode("utf-8", "surrogatepass").decode("latin-1").translate(_BYTE_ESCAPES)
     # A segment never starts with "." (no "." or ".." path segments); "~2e" decodes the same.
     return "~2e" + out[1:] if out.startswith(".") else out
 

@@ -85,6 +85,23 @@ def test_unescape_inverts_escape(ident: str) -> None:
     assert unescape(escape(ident)) == ident
 
 
+def _escape_by_bytes(value: str) -> str:
+    """The byte-by-byte definition of ``escape`` (what stored keys were written with)."""
+    safe = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_.-")
+    raw = value.encode("utf-8", "surrogatepass")
+    out = "".join(chr(b) if b in safe else f"~{b:02x}" for b in raw)
+    return "~2e" + out[1:] if out.startswith(".") else out
+
+
+@settings(max_examples=1000, deadline=None)
+@given(st.one_of(identifiers, st.text(alphabet="aZ09_.-~\x7f\x80\xff\u0100\U0001f600")))
+def test_escape_keeps_its_byte_definition(ident: str) -> None:
+    from foundry_checkpoint._naming import escape
+
+    assert escape(ident) == _escape_by_bytes(ident)
+    assert escape("." + ident) == _escape_by_bytes("." + ident)
+
+
 @pytest.mark.parametrize("bad", ["!" + "0" * 64, "a~zz", "a~2", "a b", "~ff"])
 def test_unescape_refuses_hashed_and_malformed_forms(bad: str) -> None:
     from foundry_checkpoint._naming import unescape
