@@ -491,6 +491,12 @@ class CheckpointCore:
             raise InvalidIdentifierError(
                 f"local_backend must be 'sqlite' or 'sdk', got {local_backend!r}"
             )
+        if local_backend == "sdk" and hosted():
+            raise FoundryCheckpointError(
+                "local_backend='sdk' was asked for, but FOUNDRY_HOSTING_ENVIRONMENT is set "
+                "(hosted mode); the SDK's local backend is only available when it is unset. "
+                "Drop local_backend='sdk', or unset the variable for local runs."
+            )
         if user_id is not None:
             check_user_id(user_id)
         self.item_ttl_seconds = item_ttl_seconds

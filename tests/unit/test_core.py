@@ -283,3 +283,14 @@ def test_a_ca_file_is_loaded_once_not_per_request(
         assert made == [store_env.emulator.ca_file]
     finally:
         core.close()
+
+
+def test_sdk_backend_in_hosted_mode_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+    from foundry_checkpoint import FoundryCheckpointer
+    from foundry_checkpoint.errors import FoundryCheckpointError
+    from foundry_checkpoint_maf import FoundryCheckpointStorage
+
+    monkeypatch.setenv("FOUNDRY_HOSTING_ENVIRONMENT", "1")
+    for make in (FoundryCheckpointer, lambda **kw: FoundryCheckpointStorage("c", **kw)):
+        with pytest.raises(FoundryCheckpointError, match="only available when it is unset"):
+            make(local_backend="sdk")
