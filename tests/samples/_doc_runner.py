@@ -87,7 +87,7 @@ class Page:
                 env=self.env,
                 capture_output=True,
                 text=True,
-                timeout=240,
+                timeout=120,
                 check=False,
             )
             if done.returncode != 0:
