@@ -29,7 +29,6 @@ import asyncio
 import contextlib
 import enum
 import json
-import logging
 import os
 from collections.abc import Iterator
 from pathlib import Path
@@ -44,7 +43,7 @@ from .. import _cli_copy
 from .._cli_format import mask_secrets, preview, summary, tuple_json, visible
 from .._core import DEFAULT_GC_GRACE_SECONDS
 from . import _autogen, _common, _maf, _tree
-from ._common import JsonFlag, LocalBackendChoice, OneLineErrors, Options
+from ._common import JsonFlag, LocalBackendChoice, OneLineErrors, Options, configure_output
 
 if TYPE_CHECKING:
     from langchain_core.runnables import RunnableConfig
@@ -125,6 +124,12 @@ def _root(
             help="local mode: 'sqlite' (embedded store, default) or 'sdk' (the SDK's files)",
         ),
     ] = LocalBackendChoice.sqlite,
+    verbose: Annotated[
+        bool,
+        typer.Option(
+            "--verbose", help="show the libraries' log lines and the traceback of a failure"
+        ),
+    ] = False,
 ) -> None:
     """Inspect, clean up and migrate LangGraph checkpoints kept by foundry-checkpoint.
 
@@ -132,9 +137,7 @@ def _root(
     state store, otherwise the local store under AGENTSERVER_STATE_ROOT (default ~/.agentserver).
     """
     os.environ.setdefault("AZURE_AI_AGENTSERVER_DISABLE_EXPERIMENTAL_WARNING", "true")
-    # The SDK logs expected 404/409 answers (a store not created yet) at WARNING: keep the
-    # output to what the command has to say. Real failures still raise and are reported.
-    logging.getLogger("azure.ai.agentserver.core").setLevel(logging.ERROR)
+    configure_output(verbose)
     ctx.obj = Options(
         prefix, json_out, endpoint, ca_file, user_id, emulator_user, local_backend.value
     )

@@ -5,6 +5,9 @@ from __future__ import annotations
 
 import contextlib
 import enum
+import logging
+import ssl
+import traceback
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -119,6 +122,73 @@ def options(ctx: typer.Context, json_out: bool = False) -> Options:
     return found
 
 
+#: ``--verbose``: library log lines stay on and a failure prints its traceback first.
+_verbose = False
+
+#: An error message longer than this is cut (the rest is behind ``--verbose``).
+MAX_ERROR_CHARS = 300
+
+
+def configure_output(verbose: bool) -> None:
+    """Keep stderr to the command's own lines unless ``--verbose``.
+
+    The SDK logs expected 404/409 answers at WARNING and transport failures with their
+    tracebacks at ERROR, and azure-identity logs every credential it tried: the command reports
+    a real failure itself, on one line. ``--verbose`` leaves the libraries' logging as it is
+    and prints the traceback of a failure before its ``error:`` line.
+
+    Example:
+        >>> configure_output(verbose=False)
+        >>> logging.getLogger("azure").level == logging.CRITICAL
+        True
+    """
+    global _verbose
+    _verbose = verbose
+    level = logging.WARNING if verbose else logging.CRITICAL
+    logging.getLogger("azure").setLevel(level)
+    if not verbose:
+        logging.getLogger("azure.ai.agentserver.core").setLevel(logging.CRITICAL)
+
+
+def describe(exc: BaseException) -> str:
+    """What to print for an unexpected failure: what went wrong and what to do, in one line.
+
+    Example:
+        >>> describe(RuntimeError("first line\\nsecond line"))
+        'RuntimeError: first line second line'
+    """
+    from azure.core.exceptions import ClientAuthenticationError, ServiceRequestError
+
+    text = " ".join(str(exc).split()) or "(no message)"
+    if isinstance(exc, ClientAuthenticationError):
+        first = text.split(". ")[0].rstrip(".")
+        return (
+            f"ClientAuthenticationError: {first}. Sign in (az login), run with a managed "
+            "identity, or pass --emulator-user against the emulator; --verbose shows what "
+            "each credential said"
+        )
+    chain: list[BaseException] = []
+    seen: BaseException | None = exc
+    while seen is not None and seen not in chain:
+        chain.append(seen)
+        seen = seen.__cause__ or seen.__context__
+    if isinstance(exc, ServiceRequestError) and (
+        any(isinstance(e, ssl.SSLCertVerificationError) for e in chain)
+        or "CERTIFICATE_VERIFY_FAILED" in text
+    ):
+        messages = [getattr(e, "verify_message", None) for e in chain]
+        reason = next((m for m in messages if isinstance(m, str) and m), "verify failed")
+        return (
+            "ServiceRequestError: the endpoint's TLS certificate is not trusted "
+            f"(certificate {reason}); "
+            "pass --ca-file with the CA that signed it (the emulator prints its ca_file)"
+        )
+    message = f"{type(exc).__name__}: {text}"
+    if len(message) > MAX_ERROR_CHARS:
+        message = message[: MAX_ERROR_CHARS - 1] + "… (--verbose shows all)"
+    return message
+
+
 def fail(message: str, code: int = EXIT_FAILED) -> NoReturn:
     """Print one ``error: ...`` line (escaped, secrets masked) on stderr and exit."""
     typer.echo(f"error: {visible(mask_secrets(message))}", err=True)
@@ -137,8 +207,9 @@ def failures(install_hint: str = "cli,langgraph") -> Iterator[None]:
     except ImportError as exc:
         fail(f"{exc} (install 'foundry-checkpoint[{install_hint}]')")
     except Exception as exc:
-        text = " ".join(str(exc).split()) or "(no message)"
-        fail(f"{type(exc).__name__}: {text}")
+        if _verbose:
+            traceback.print_exception(exc)
+        fail(describe(exc))
 
 
 def backend(owner: CoreOwner) -> dict[str, Any]:
