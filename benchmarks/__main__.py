@@ -20,6 +20,9 @@ from ._common import peak_rss_mb
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_OUT = REPO_ROOT / "benchmarks" / "RESULTS.md"
+#: Where ``--quick`` and ``--only`` write unless ``--out`` says otherwise: the committed
+#: RESULTS.md holds full runs only.
+PARTIAL_OUT = REPO_ROOT / "benchmarks" / "RESULTS-partial.md"
 _UNIT_TIMEOUT_S = 600
 
 #: Sections in run order: (module, workload, subjects).
@@ -190,7 +193,13 @@ def _parse(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--only", nargs="+", choices=sorted(SECTIONS), help="run these sections only"
     )
-    parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help="the Markdown report")
+    parser.add_argument(
+        "--out",
+        type=Path,
+        default=None,
+        help="the Markdown report (default: benchmarks/RESULTS.md for a full run, "
+        "benchmarks/RESULTS-partial.md with --quick or --only)",
+    )
     parser.add_argument("--json", type=Path, default=None, help="also write the raw figures")
     parser.add_argument(
         "--from-json",
@@ -204,7 +213,10 @@ def _parse(argv: Sequence[str] | None) -> argparse.Namespace:
         help="apt-get install postgresql when it is missing (root on Debian only)",
     )
     parser.add_argument("--worker", nargs=2, metavar=("SPEC", "RESULT"), help=argparse.SUPPRESS)
-    return parser.parse_args(argv)
+    args = parser.parse_args(argv)
+    if args.out is None:
+        args.out = PARTIAL_OUT if args.quick or args.only else DEFAULT_OUT
+    return args
 
 
 def main(argv: Sequence[str] | None = None) -> int:
