@@ -13,7 +13,7 @@ NODE_STAMP := node_modules/.installed
 # browser download). Installed when missing; sudo unless already root.
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: demo test test-pre lint docs bench install clean chromium
+.PHONY: demo test test-pre lint docs bench install clean chromium dist
 
 $(STAMP): pyproject.toml constraints.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -56,6 +56,13 @@ lint: $(STAMP)
 bench: $(STAMP) $(NODE_STAMP)
 	$(PY) -m pip install --quiet -c constraints.txt -e '.[all,bench]'
 	$(PY) -m benchmarks --install-postgres
+
+# The wheel and the sdist in dist/, checked by twine (tests/packaging installs the wheel into fresh
+# virtual environments, one framework's extra each).
+dist: $(STAMP)
+	rm -rf dist
+	$(PY) -m build --outdir dist .
+	$(VENV)/bin/twine check --strict dist/*
 
 docs: $(STAMP)
 	$(VENV)/bin/mkdocs build --strict --site-dir site

@@ -244,7 +244,8 @@ def check_install(block: Block) -> None:
         words = shlex.split(line)
         if words[:2] == ["pip", "install"]:
             for word in words[2:]:
-                match = re.fullmatch(r"foundry-checkpoint\[([\w,-]+)\]", word)
+                # the package by name, from a clone (".") or as the built wheel
+                match = re.fullmatch(r"(?:foundry-checkpoint|\.|\S+\.whl)\[([\w,-]+)\]", word)
                 for extra in match.group(1).split(",") if match else []:
                     if extra not in extras:
                         raise BlockFailed(f"no extra {extra!r} in pyproject.toml: {line}")
