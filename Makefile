@@ -57,8 +57,8 @@ bench: $(STAMP) $(NODE_STAMP)
 	$(PY) -m pip install --quiet -c constraints.txt -e '.[all,bench]'
 	$(PY) -m benchmarks --install-postgres
 
-# The wheel and the sdist in dist/, checked by twine (tests/packaging installs the wheel into fresh
-# virtual environments, one framework's extra each).
+# The wheel and the sdist in dist/, checked by twine (tests/packaging installs the wheel
+# into fresh virtual environments, one framework's extra each).
 dist: $(STAMP)
 	rm -rf dist
 	$(PY) -m build --outdir dist .
