@@ -6,9 +6,11 @@ import uuid
 from collections.abc import AsyncIterator
 from typing import Any
 
+import pytest
 from langgraph.checkpoint.conformance import checkpointer_test, validate
 
 from foundry_checkpoint import FoundryCheckpointer
+from foundry_checkpoint.errors import FoundryCheckpointError
 
 BASE = {"put": 17, "put_writes": 10, "get_tuple": 10, "list": 16, "delete_thread": 5}
 EXTENDED = {"delete_for_runs": 7, "copy_thread": 8, "prune": 8}
@@ -47,11 +49,14 @@ async def test_conformance_81_of_81(store_env: Any) -> None:
 
 
 async def test_conformance_sdk_local_backend(store_env: Any) -> None:
+    if store_env.mode == "hosted":
+        # hosted mode always talks to the service: asking for a local backend is an error.
+        with pytest.raises(FoundryCheckpointError, match="only available when it is unset"):
+            FoundryCheckpointer(**store_env.kwargs(local_backend="sdk"))
+        return
     saver = FoundryCheckpointer(**store_env.kwargs(local_backend="sdk"))
     try:
-        # local_backend picks the local store; hosted mode always talks to the service.
-        assert saver.kind == ("local-sdk" if store_env.mode == "local" else "hosted")
+        assert saver.kind == "local-sdk"
     finally:
         saver.close()
-    if store_env.mode == "local":
-        _check(await _run(store_env, local_backend="sdk"))
+    _check(await _run(store_env, local_backend="sdk"))
