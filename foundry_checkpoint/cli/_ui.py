@@ -29,6 +29,7 @@ from urllib.parse import urlencode
 from aiohttp import web
 
 from .._cli_format import jsonable, summary
+from ..errors import CorruptPayloadError
 from . import _html, _tree
 from ._common import Options
 from ._html import esc, seg
@@ -178,6 +179,8 @@ class Explorer:
                     raise
             except _Refused as exc:
                 response = self._error(exc.status, str(exc))
+            except CorruptPayloadError as exc:  # stored data refused: not a fault of the page
+                response = self._error(422, f"{type(exc).__name__}: {' '.join(str(exc).split())}")
             except Exception as exc:
                 text = " ".join(str(exc).split()) or "(no message)"
                 response = self._error(500, f"{type(exc).__name__}: {text}")
@@ -221,8 +224,12 @@ class Explorer:
             rows = []
             for thread in await saver.alist_threads():
                 latest = None
-                async for item in saver.alist(_config(thread), limit=1):
-                    latest = summary(item)
+                try:
+                    async for item in saver.alist(_config(thread), limit=1):
+                        latest = summary(item)
+                except CorruptPayloadError as exc:  # one bad thread must not hide the others
+                    latest = {"checkpoint_id": "-", "step": "-", "source": f"refused: {exc}"}
+                    latest["ts"] = "-"
                 if latest is None:
                     continue
                 count = await saver.acount_checkpoints(thread)
