@@ -43,7 +43,15 @@ from .. import _cli_copy
 from .._cli_format import mask_secrets, preview, summary, tuple_json, visible
 from .._core import DEFAULT_GC_GRACE_SECONDS
 from . import _autogen, _common, _maf, _tree
-from ._common import JsonFlag, LocalBackendChoice, OneLineErrors, Options, configure_output
+from ._common import (
+    DryRunFlag,
+    GraceOption,
+    JsonFlag,
+    LocalBackendChoice,
+    OneLineErrors,
+    Options,
+    configure_output,
+)
 
 if TYPE_CHECKING:
     from langchain_core.runnables import RunnableConfig
@@ -416,17 +424,8 @@ def prune(
 @app.command()
 def gc(
     ctx: typer.Context,
-    dry_run: Annotated[
-        bool, typer.Option("--dry-run", help="report what would be deleted, delete nothing")
-    ] = False,
-    grace: Annotated[
-        float,
-        typer.Option(
-            "--grace",
-            min=0,
-            help="seconds: only blobs not modified for this long are taken (default one day)",
-        ),
-    ] = float(DEFAULT_GC_GRACE_SECONDS),
+    dry_run: DryRunFlag = False,
+    grace: GraceOption = float(DEFAULT_GC_GRACE_SECONDS),
     json_out: JsonFlag = False,
 ) -> None:
     """Delete this user's spilled blobs that no checkpoint or pending write references.

@@ -25,6 +25,17 @@ if TYPE_CHECKING:
     from .._lifecycle import CoreOwner
 
 JsonFlag = Annotated[bool, typer.Option("--json", help="print one JSON document instead of tables")]
+DryRunFlag = Annotated[
+    bool, typer.Option("--dry-run", help="report what would be deleted, delete nothing")
+]
+GraceOption = Annotated[
+    float,
+    typer.Option(
+        "--grace",
+        min=0,
+        help="seconds: only blobs not modified for this long are taken (default one day)",
+    ),
+]
 """The ``--json`` flag every command accepts after its name (as well as before it)."""
 
 EXIT_OK = 0

@@ -18,7 +18,7 @@ import typer
 from .._cli_format import jsonable, preview
 from .._core import DEFAULT_GC_GRACE_SECONDS
 from . import _common
-from ._common import JsonFlag, Options
+from ._common import DryRunFlag, GraceOption, JsonFlag, Options
 
 if TYPE_CHECKING:
     from foundry_checkpoint_maf import FoundryCheckpointStorage, StoredCheckpoint
@@ -391,17 +391,8 @@ def prune(
 @app.command()
 def gc(
     ctx: typer.Context,
-    dry_run: Annotated[
-        bool, typer.Option("--dry-run", help="report what would be deleted, delete nothing")
-    ] = False,
-    grace: Annotated[
-        float,
-        typer.Option(
-            "--grace",
-            min=0,
-            help="seconds: only blobs not modified for this long are taken (default one day)",
-        ),
-    ] = float(DEFAULT_GC_GRACE_SECONDS),
+    dry_run: DryRunFlag = False,
+    grace: GraceOption = float(DEFAULT_GC_GRACE_SECONDS),
     json_out: JsonFlag = False,
 ) -> None:
     """Delete this user's spilled MAF checkpoint blobs that no checkpoint references."""
