@@ -481,7 +481,7 @@ class AutoGenStateStore(CoreOwner):
         payload = await scope.decode(value, key=key)
         try:
             state = json.loads(payload)
-        except ValueError as exc:
+        except (ValueError, RecursionError) as exc:  # RecursionError: nested too deeply
             raise CorruptPayloadError(
                 f"the stored state of {_owner(kind, name)} ({scope.where(key)}) is not JSON: {exc}"
             ) from exc

@@ -11,7 +11,11 @@ from typing import Any
 
 import pytest
 
-from foundry_checkpoint.errors import CheckpointTooLargeError, InvalidStateError
+from foundry_checkpoint.errors import (
+    CheckpointTooLargeError,
+    CorruptPayloadError,
+    InvalidStateError,
+)
 from foundry_checkpoint.spill import LocalSpill
 from foundry_checkpoint_autogen import AutoGenStateStore
 
@@ -247,3 +251,23 @@ async def test_one_store_many_requests_keeps_no_per_request_state(
     for n in range(3):
         await asyncio.gather(*(request(f"user-{i}", n) for i in range(5)))
     assert store._write_locks == {}
+
+
+@pytest.mark.parametrize("payload", [b"[" * 100_000 + b"]" * 100_000, b"{not json", b"[1, 2]"])
+async def test_a_tampered_state_is_a_typed_error(store: AutoGenStateStore, payload: bytes) -> None:
+    """A stored state rewritten outside the store (too deep, not JSON, not an object) is refused
+    as :class:`CorruptPayloadError`, never a ``RecursionError`` or a wrong type."""
+    await store.asave("conv", "agent", AGENT, {"count": 1})
+    core = store._core
+
+    async def rewrite() -> None:
+        scope = await core.scope("conv")
+        for key in await scope.keys():
+            if key.key.startswith("m/"):
+                continue
+            value = await scope.encode(key.key, payload, tags=key.tags)
+            await scope.store.set_item(key.key, value, tags=key.tags)
+
+    await core.arun(rewrite())
+    with pytest.raises(CorruptPayloadError):
+        await store.aload("conv", "agent", AGENT)
