@@ -6,8 +6,13 @@ import json
 import re
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+
+import pytest
+
+from foundry_checkpoint.emulator import FoundryEmulator
 
 from .conftest import SAMPLES
 
@@ -170,13 +175,31 @@ def _cli(env: dict[str, str], *args: str) -> Any:
     return json.loads(done.stdout)
 
 
-def test_cli_lists_what_the_samples_stored(sample_env: dict[str, str]) -> None:
+@pytest.fixture(params=["local", "hosted"])
+def stored_env(
+    request: pytest.FixtureRequest, sample_env: dict[str, str]
+) -> Iterator[dict[str, str]]:
+    """The samples' environment on the local default, or as a hosted agent on a fresh emulator
+    (the platform's variables and a managed identity the emulator serves: no code changes)."""
+    if request.param == "local":
+        yield sample_env
+        return
+    with FoundryEmulator() as emu:
+        yield {**sample_env, **emu.agent_environment()}
+
+
+def test_cli_lists_what_the_samples_stored(stored_env: dict[str, str]) -> None:
     """After the quickstart and the MAF sample (run twice: each starts clean), the command line
-    on the same default store lists the thread and the context they stored."""
+    on the same default store lists the thread and the context they stored, locally and
+    through the emulator."""
+    sample_env = stored_env
     for _ in range(2):
         run("quickstart.py", sample_env)
     run("maf_workflow_resume.py", sample_env)
-    threads = _cli(sample_env, "threads", "--json")["threads"]
+    listing = _cli(sample_env, "threads", "--json")
+    hosted = "FOUNDRY_HOSTING_ENVIRONMENT" in sample_env
+    assert listing["backend"]["kind"] == ("hosted" if hosted else "local-sqlite")
+    threads = listing["threads"]
     assert [t["thread_id"] for t in threads] == ["demo-thread"]
     history = _cli(sample_env, "--json", "history", "demo-thread")["checkpoints"]
     assert history[0]["checkpoint_id"] == threads[0]["checkpoint_id"]
