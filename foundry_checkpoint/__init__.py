@@ -16,10 +16,13 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from ._core import GcReport
+from ._version import __version__ as __version__
 from .errors import (
     CheckpointTooLargeError,
     CorruptPayloadError,
     FoundryCheckpointError,
+    InvalidArgumentError,
     InvalidIdentifierError,
     IsolationRefusedError,
     MissingBlobError,
@@ -36,6 +39,8 @@ __all__ = [
     "CorruptPayloadError",
     "FoundryCheckpointError",
     "FoundryCheckpointer",
+    "GcReport",
+    "InvalidArgumentError",
     "InvalidIdentifierError",
     "IsolationRefusedError",
     "LocalSpill",
@@ -43,6 +48,10 @@ __all__ = [
     "SpillStore",
     "StrictSerializer",
 ]
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))
 
 
 def __getattr__(name: str) -> Any:

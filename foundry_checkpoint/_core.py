@@ -74,6 +74,7 @@ from ._protocol import ItemKey, StateStoreLike
 from .errors import (
     CheckpointTooLargeError,
     FoundryCheckpointError,
+    InvalidArgumentError,
     InvalidIdentifierError,
     IsolationRefusedError,
 )
@@ -169,7 +170,7 @@ class Lru(Generic[K, V]):
 
     def __init__(self, bound: int) -> None:
         if bound < 1:
-            raise ValueError(f"bound must be positive, got {bound}")
+            raise InvalidArgumentError(f"bound must be positive, got {bound}")
         self.bound = bound
         self._data: OrderedDict[K, V] = OrderedDict()
 
@@ -211,6 +212,12 @@ class GcReport:
     ``dry_run``); ``kept_recent`` counts unreferenced blobs younger than the grace period;
     ``unattributed`` lists namespaces under the prefix that none of the caller's own scopes
     claims (another user's, or a deleted scope's): they are reported, never touched.
+
+    Example:
+        >>> from foundry_checkpoint import GcReport
+        >>> report = GcReport(dry_run=True)
+        >>> report.deleted, report.unattributed, report.dry_run
+        ([], [], True)
     """
 
     scanned_scopes: int = 0
@@ -250,7 +257,7 @@ class RetrySettingsPolicy(SansIOHTTPPolicy[HttpRequest, AsyncHttpResponse]):
     def __init__(self, settings: Mapping[str, Any]) -> None:
         unknown = set(settings) - set(RETRY_OPTIONS)
         if unknown:
-            raise ValueError(f"not retry options: {sorted(unknown)}")
+            raise InvalidArgumentError(f"not retry options: {sorted(unknown)}")
         self.settings = dict(settings)
 
     def on_request(self, request: PipelineRequest[HttpRequest]) -> None:

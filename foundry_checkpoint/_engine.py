@@ -44,6 +44,7 @@ Example:
 
 from __future__ import annotations
 
+import enum
 import hashlib
 import json
 import os
@@ -67,9 +68,24 @@ from azure.ai.agentserver.core.storage import (
 from foundry_checkpoint._private import private_file
 from foundry_checkpoint.errors import FoundryCheckpointError
 
-__all__ = ["UNSET", "StateEngine"]
+__all__ = ["UNSET", "StateEngine", "Unset"]
 
-UNSET: Final = object()
+
+class Unset(enum.Enum):
+    """The type of :data:`UNSET`, so that "not given" has its own type in signatures.
+
+    Example:
+        >>> UNSET is Unset.UNSET, repr(UNSET)
+        (True, '<Unset.UNSET>')
+    """
+
+    UNSET = enum.auto()
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__}.{self.name}>"
+
+
+UNSET: Final = Unset.UNSET
 """Sentinel for "leave unchanged" in :meth:`StateEngine.update_store`."""
 
 _MAX_NAME = 128
@@ -360,8 +376,8 @@ class StateEngine:
         self,
         name: str,
         *,
-        description: str | object | None = UNSET,
-        tags: Mapping[str, str] | object | None = UNSET,
+        description: str | Unset | None = UNSET,
+        tags: Mapping[str, str] | Unset | None = UNSET,
     ) -> dict[str, Any]:
         """Change a store's description and/or tags (``None`` clears, :data:`UNSET` keeps).
 

@@ -16,6 +16,7 @@ __all__ = [
     "CheckpointTooLargeError",
     "CorruptPayloadError",
     "FoundryCheckpointError",
+    "InvalidArgumentError",
     "InvalidIdentifierError",
     "InvalidStateError",
     "IsolationRefusedError",
@@ -27,7 +28,16 @@ class FoundryCheckpointError(Exception):
     """Base class of every error this package raises on purpose."""
 
 
-class InvalidIdentifierError(FoundryCheckpointError, ValueError):
+class InvalidArgumentError(FoundryCheckpointError, ValueError):
+    """An argument of a public call is out of range or conflicts with another one.
+
+    For example ``prune(keep=0)``, an empty ``context_id``, or two mutually exclusive ways of
+    configuring a spill store. Raised before anything is written. It is also a ``ValueError``,
+    so code that catches ``ValueError`` keeps working.
+    """
+
+
+class InvalidIdentifierError(InvalidArgumentError):
     """An identifier (thread id, context id, checkpoint id, prefix) cannot be used.
 
     Raised for empty identifiers or identifiers of the wrong type, before anything is written.

@@ -56,6 +56,7 @@ from ._private import private_dir
 from .errors import (
     CorruptPayloadError,
     FoundryCheckpointError,
+    InvalidArgumentError,
     InvalidIdentifierError,
     MissingBlobError,
 )
@@ -186,7 +187,7 @@ async def _check_content(digest: str, data: bytes) -> None:
         raise TypeError(f"blob data must be bytes, got {type(data).__name__}")
     actual = await _sha256_hex(bytes(data))
     if actual != digest:
-        raise ValueError(
+        raise InvalidArgumentError(
             f"blob digest {digest} does not match the data (sha256 {actual}); "
             "spill stores are content-addressed"
         )
@@ -550,19 +551,19 @@ class AzureBlobSpill:
             if value is not None
         ]
         if len(given) != 1:
-            raise ValueError(
+            raise InvalidArgumentError(
                 "AzureBlobSpill needs exactly one of container_client, account_url or "
                 f"connection_string (got {', '.join(given) or 'none'})"
             )
         if container_client is not None and (container is not None or client_kwargs):
-            raise ValueError(
+            raise InvalidArgumentError(
                 "with container_client, do not pass container or client options: "
                 "configure the client you pass instead"
             )
         if container_client is not None and credential is not None:
-            raise ValueError("with container_client, do not pass credential")
+            raise InvalidArgumentError("with container_client, do not pass credential")
         if connection_string is not None and credential is not None:
-            raise ValueError("with connection_string, do not pass credential")
+            raise InvalidArgumentError("with connection_string, do not pass credential")
 
         if container_client is not None:
             container_name = str(container_client.container_name)

@@ -18,6 +18,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from foundry_checkpoint._version import __version__ as __version__
+
 from ._agent import DurableAgent, durable_factory
 from ._runtime import load_runtime, running, save_runtime
 from ._store import AutoGenStateStore, StateVersion, StoredState
@@ -40,6 +42,10 @@ __all__ = [
     "save_runtime",
     "save_team",
 ]
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))
 
 
 def __getattr__(name: str) -> Any:

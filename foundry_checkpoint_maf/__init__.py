@@ -20,12 +20,22 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from foundry_checkpoint._version import __version__ as __version__
+
 from ._storage import FoundryCheckpointStorage, StoredCheckpoint
 
 if TYPE_CHECKING:
     from ._hosting import FoundryCheckpointStorageProvider
 
-__all__ = ["FoundryCheckpointStorage", "FoundryCheckpointStorageProvider", "StoredCheckpoint"]
+__all__ = [
+    "FoundryCheckpointStorage",
+    "FoundryCheckpointStorageProvider",
+    "StoredCheckpoint",
+]
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))
 
 
 def __getattr__(name: str) -> Any:

@@ -24,6 +24,7 @@ from azure.ai.agentserver.core.storage import DEFAULT_ITEM_TTL_SECONDS
 
 from foundry_checkpoint._core import CheckpointCore, LocalBackend
 from foundry_checkpoint._lifecycle import CoreOwner
+from foundry_checkpoint.errors import InvalidArgumentError
 
 from ._payload import check_value, type_keys
 from ._storage import FoundryCheckpointStorage
@@ -89,7 +90,7 @@ class FoundryCheckpointStorageProvider(CoreOwner, ContextScopedStoreProvider[Che
     ) -> FoundryCheckpointStorage:
         """The checkpoint storage of ``context_id``, bound to the request's platform context."""
         if not context_id:
-            raise ValueError("context_id must be provided to get a checkpoint store.")
+            raise InvalidArgumentError("context_id must be provided to get a checkpoint store.")
         return FoundryCheckpointStorage._on_core(
             self._core, context_id, allowed=self._allowed, request_context=platform_context
         )

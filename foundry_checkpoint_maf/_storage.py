@@ -42,7 +42,11 @@ from foundry_checkpoint._core import (
 from foundry_checkpoint._lifecycle import CoreOwner
 from foundry_checkpoint._naming import check_identifier, item_key, tag_value, unescape
 from foundry_checkpoint._protocol import ItemKey
-from foundry_checkpoint.errors import CorruptPayloadError, FoundryCheckpointError
+from foundry_checkpoint.errors import (
+    CorruptPayloadError,
+    FoundryCheckpointError,
+    InvalidArgumentError,
+)
 
 from ._payload import (
     CheckpointDecodeError,
@@ -569,7 +573,9 @@ class FoundryCheckpointStorage(CoreOwner):
             3
         """
         if isinstance(keep, bool) or not isinstance(keep, int) or keep < 1:
-            raise ValueError(f"keep must be a positive number of checkpoints, got {keep!r}")
+            raise InvalidArgumentError(
+                f"keep must be a positive number of checkpoints, got {keep!r}"
+            )
         stored = await self.list_stored(workflow_name=workflow_name)
         by_workflow: dict[str, list[StoredCheckpoint]] = {}
         for record in stored:

@@ -41,7 +41,7 @@ from azure.ai.agentserver.core.storage import (
     FoundryStoragePreconditionError,
 )
 
-from foundry_checkpoint._engine import UNSET, StateEngine
+from foundry_checkpoint._engine import UNSET, StateEngine, Unset
 
 from ._faults import Fault, FaultPlan
 from ._identity import CallerRejected, CallTable, resolve_caller
@@ -399,8 +399,8 @@ class StorageApp:
             return web.json_response(self._create_store(body), status=201)
         if call == "update_store":
             body = await self._body(request)
-            description: object = UNSET
-            tags: object = UNSET
+            description: str | Unset | None = UNSET
+            tags: dict[str, str] | Unset | None = UNSET
             if "description" in body:
                 description = _string_field(body, "description", required=False)
             if "tags" in body:

@@ -18,6 +18,7 @@ from azure.ai.agentserver.core import (
     set_request_context,
 )
 
+from foundry_checkpoint.errors import InvalidArgumentError
 from foundry_checkpoint_maf import FoundryCheckpointStorage, FoundryCheckpointStorageProvider
 
 from . import _workflows as wf
@@ -84,7 +85,7 @@ async def test_provider_gives_context_scoped_storages(store_env: Any, provider: 
     assert latest is not None and latest.checkpoint_id == cp.checkpoint_id
     await again.aclose()  # a provider's storage leaves the shared core open
     assert (await conv_a.load(cp.checkpoint_id)).checkpoint_id == cp.checkpoint_id
-    with pytest.raises(ValueError):
+    with pytest.raises(InvalidArgumentError, match="context_id"):
         provider.get_store(config=config, context_id="", platform_context=request)
 
 
