@@ -13,7 +13,7 @@ NODE_STAMP := node_modules/.installed
 # browser download). Installed when missing; sudo unless already root.
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: demo test test-pre lint docs bench install clean chromium dist
+.PHONY: demo test test-pre unit lint format docs bench install clean chromium dist
 
 $(STAMP): pyproject.toml constraints.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -37,6 +37,11 @@ demo: $(STAMP)
 test: $(STAMP) $(NODE_STAMP) chromium
 	$(PY) -m pytest -q
 
+# A fast subset (under 30 s): the unit tests without the multi-process runs and without the
+# hosted-mode cases (those start the emulator). `make test` runs everything.
+unit: $(STAMP)
+	$(PY) -m pytest -q -p no:cacheprovider tests/unit -k "not four_processes and not hosted"
+
 # The suite on the newest pre-releases, in a venv of its own: install as usual (without the
 # constraints file), then upgrade the frameworks and hosts with --pre past the extras' upper
 # bounds (pip reports the bounds it overrides). Run it before raising a bound in pyproject.toml.
@@ -52,6 +57,12 @@ lint: $(STAMP)
 	$(VENV)/bin/ruff check foundry_checkpoint foundry_checkpoint_maf foundry_checkpoint_autogen tests \
 		benchmarks samples
 	$(VENV)/bin/mypy --strict foundry_checkpoint foundry_checkpoint_maf foundry_checkpoint_autogen
+
+format: $(STAMP)
+	$(VENV)/bin/ruff check --fix foundry_checkpoint foundry_checkpoint_maf foundry_checkpoint_autogen \
+		tests benchmarks samples
+	$(VENV)/bin/ruff format foundry_checkpoint foundry_checkpoint_maf foundry_checkpoint_autogen \
+		tests benchmarks samples
 
 bench: $(STAMP) $(NODE_STAMP)
 	$(PY) -m pip install --quiet -c constraints.txt -e '.[all,bench]'
