@@ -931,10 +931,6 @@ class CheckpointCore:
         )
         return report
 
-    async def forget(self, scope_id: str | None) -> None:
-        """Drop the current user's cached scope (its store client stays cached)."""
-        self._scopes.pop((self.user_key(), scope_id))
-
 
 def _index_key(scope_id: str | None) -> str:
     return item_key("d") if scope_id is None else item_key("s", scope_id)

@@ -155,7 +155,9 @@ class EngineStore:
     """One store name and one user partition of a :class:`StateEngine`, as ``StateStoreLike``.
 
     ``user`` is the partition used when the store has ``user_isolation`` (local mode: the
-    ``user_id`` option, else ``"local"``). Results are the SDK's model objects and failures the
+    ``user_id`` option, else ``"local"``). Results are light records (``_Item``, ``_Key``,
+    ``_Page``) with the attributes of the SDK's model objects, not the models themselves
+    (building those cost more than SQLite; ``_protocol`` states the shapes). Failures are the
     SDK's ``FoundryStorage*Error`` classes, mirroring the hosted client: ``get_item`` answers
     None when the item (or the whole store) is missing, and ``set_item``/``list_keys`` raise
     ``ValueError`` for the same argument combinations the client refuses before sending.

@@ -68,11 +68,6 @@ class Fault:
         if not 0.0 < self.probability <= 1.0:
             raise ValueError("probability must be in (0, 1]")
 
-    @property
-    def passes_through(self) -> bool:
-        """True when the rule only delays the request, which is then served normally."""
-        return self.status is None and not self.drop
-
     def retry_after_header(self) -> str | None:
         """The ``Retry-After`` header value, or None when none is sent."""
         if self.retry_after is None:
