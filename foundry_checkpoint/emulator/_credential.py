@@ -18,6 +18,8 @@ from typing import Any
 from azure.core.credentials import AccessToken
 from azure.core.credentials_async import AsyncTokenCredential
 
+from foundry_checkpoint.errors import InvalidArgumentError
+
 __all__ = ["EmulatorCredential", "token_for_user", "user_for_token"]
 
 _TOKEN_PREFIX = "foundry-emulator-user."
@@ -75,7 +77,7 @@ class EmulatorCredential(AsyncTokenCredential):
 
     def __init__(self, user: str) -> None:
         if not user:
-            raise ValueError("user must be a non-empty string")
+            raise InvalidArgumentError("user must be a non-empty string")
         self._user = user
         self._token = token_for_user(user)
 

@@ -13,6 +13,8 @@ import threading
 from dataclasses import dataclass, field
 from typing import Final
 
+from foundry_checkpoint.errors import InvalidArgumentError
+
 __all__ = ["CALL_TYPES", "Fault", "FaultPlan"]
 
 #: The nine calls of the wire contract, by the names used for routing, counting and faults.
@@ -56,17 +58,19 @@ class Fault:
     def __post_init__(self) -> None:
         if self.route != "*" and self.route not in CALL_TYPES:
             choices = ", ".join(CALL_TYPES)
-            raise ValueError(f"route must be '*' or one of {choices}; got {self.route!r}")
+            raise InvalidArgumentError(f"route must be '*' or one of {choices}; got {self.route!r}")
         if self.status is not None and not 400 <= self.status <= 599:
-            raise ValueError(f"status must be an HTTP error status or None; got {self.status}")
+            raise InvalidArgumentError(
+                f"status must be an HTTP error status or None; got {self.status}"
+            )
         if self.retry_after is not None and self.retry_after < 0:
-            raise ValueError("retry_after must be >= 0 or None")
+            raise InvalidArgumentError("retry_after must be >= 0 or None")
         if self.delay < 0:
-            raise ValueError("delay must be >= 0")
+            raise InvalidArgumentError("delay must be >= 0")
         if self.times is not None and self.times < 1:
-            raise ValueError("times must be >= 1 or None (unlimited)")
+            raise InvalidArgumentError("times must be >= 1 or None (unlimited)")
         if not 0.0 < self.probability <= 1.0:
-            raise ValueError("probability must be in (0, 1]")
+            raise InvalidArgumentError("probability must be in (0, 1]")
 
     def retry_after_header(self) -> str | None:
         """The ``Retry-After`` header value, or None when none is sent."""

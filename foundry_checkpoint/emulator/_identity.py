@@ -29,6 +29,8 @@ import threading
 from collections.abc import Mapping
 from typing import Final
 
+from foundry_checkpoint.errors import InvalidArgumentError
+
 from ._credential import user_for_token
 
 __all__ = [
@@ -81,17 +83,17 @@ class CallTable:
         the platform never reuses a call id for someone else.
 
         Raises:
-            ValueError: an empty or non-string ``call_id`` or ``user``, or ``call_id`` is already
-                bound to another user.
+            InvalidArgumentError: (a ``ValueError``) an empty or non-string ``call_id`` or
+                ``user``, or ``call_id`` is already bound to another user.
         """
         if not isinstance(call_id, str) or not call_id.strip():
-            raise ValueError(f"call_id must be a non-empty string; got {call_id!r}")
+            raise InvalidArgumentError(f"call_id must be a non-empty string; got {call_id!r}")
         if not isinstance(user, str) or not user:
-            raise ValueError(f"user must be a non-empty string; got {user!r}")
+            raise InvalidArgumentError(f"user must be a non-empty string; got {user!r}")
         with self._lock:
             bound = self._users.setdefault(call_id, user)
         if bound != user:
-            raise ValueError(
+            raise InvalidArgumentError(
                 f"call id {call_id!r} is already bound to user {bound!r}; mint a new call id for "
                 f"{user!r} (the platform never reuses one)"
             )
@@ -100,7 +102,7 @@ class CallTable:
         """Return a fresh call id bound to ``user``.
 
         Raises:
-            ValueError: ``user`` is empty or not a string.
+            InvalidArgumentError: (a ``ValueError``) ``user`` is empty or not a string.
         """
         call_id = f"call-{secrets.token_hex(16)}"
         self.bind(call_id, user)

@@ -17,6 +17,7 @@ from typing import Final
 from aiohttp import web
 
 from foundry_checkpoint._engine import StateEngine
+from foundry_checkpoint.errors import InvalidArgumentError
 
 from ._app import StorageApp
 from ._credential import EmulatorCredential
@@ -92,7 +93,7 @@ class FoundryEmulator:
         project: str = "emulator",
     ) -> None:
         if host not in ("127.0.0.1", "::1", "localhost"):
-            raise ValueError(f"the emulator listens on loopback only; got host={host!r}")
+            raise InvalidArgumentError(f"the emulator listens on loopback only; got host={host!r}")
         self._host = host
         self._requested_port = port
         self._data = Path(data) if data is not None else None
@@ -222,8 +223,8 @@ class FoundryEmulator:
         survive ``stop()``/``start()``. See ``docs/emulator.md`` for the full resolution order.
 
         Raises:
-            ValueError: an empty ``call_id`` or ``user``, or ``call_id`` already bound to
-                another user.
+            InvalidArgumentError: (a ``ValueError``) an empty ``call_id`` or ``user``, or
+                ``call_id`` already bound to another user.
 
         Example:
             >>> emu = FoundryEmulator()

@@ -108,3 +108,16 @@ def test_unset_is_an_enum_sentinel_that_keeps_the_value() -> None:
     assert engine.update_store("s", description=None)["tags"] == {"a": "b"}
     after = engine.update_store("s", description=UNSET, tags=UNSET)
     assert after.get("description") is None and after["tags"] == {"a": "b"}
+
+
+def test_emulator_arguments_are_invalid_arguments() -> None:
+    from foundry_checkpoint.emulator import EmulatorCredential, Fault, FoundryEmulator
+
+    with pytest.raises(InvalidArgumentError, match="status"):
+        Fault(status=200)
+    with pytest.raises(InvalidArgumentError, match="probability"):
+        Fault(probability=0.0)
+    with pytest.raises(InvalidArgumentError, match="loopback"):
+        FoundryEmulator(host="0.0.0.0")
+    with pytest.raises(InvalidArgumentError, match="user"):
+        EmulatorCredential("")
