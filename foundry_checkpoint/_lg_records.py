@@ -41,6 +41,7 @@ __all__ = [
     "TAG_ID",
     "TAG_KIND",
     "TAG_NS",
+    "TAG_OUT_OF_ORDER",
     "TAG_OWNER",
     "TAG_PARENT",
     "TAG_RUN",
@@ -79,6 +80,11 @@ TAG_EARLY: Final = "ew"
 checkpoint was created after the checkpoint item (so a reader finds them in the same listing as
 the checkpoint); ``"1"`` (or no tag: older versions) when some may be older, so a reader lists
 the checkpoint's writes on their own."""
+TAG_OUT_OF_ORDER: Final = "oo"
+"""On a checkpoint: ``"1"`` when ``copy_thread`` wrote it into a thread that already held a
+checkpoint with a larger id. Every checkpoint without it is *in order*: any checkpoint of an
+older ``created_at`` second has a smaller checkpoint id. Readers stop listing early only at an
+in-order checkpoint."""
 TAG_OWNER: Final = "own"
 """On a checkpoint of a subgraph call's namespace: the id of the caller's checkpoint the call
 started from (the deepest entry of ``metadata["parents"]``); the namespace goes with it."""

@@ -24,6 +24,7 @@ from __future__ import annotations
 import asyncio
 import builtins
 import hashlib
+import heapq
 import random
 import time
 from collections import OrderedDict
@@ -69,6 +70,7 @@ from ._lg_records import (
     TAG_ID,
     TAG_KIND,
     TAG_NS,
+    TAG_OUT_OF_ORDER,
     TAG_OWNER,
     TAG_PARENT,
     TAG_RUN,
@@ -181,6 +183,11 @@ class _ListPlan:
     returned: int = 0
     done: bool = False
     writes_index: dict[str, dict[tuple[str, str], list[str]]] = field(default_factory=dict)
+    writes_floor: dict[str, int | None] = field(default_factory=dict)
+    """Per thread: the oldest ``created_at`` second its ``writes_index`` covers (None: all)."""
+    writes_tags: dict[str, str] = field(default_factory=dict)
+    bounded: bool = False
+    """True when ``candidates`` came from an early-stopped listing (see :meth:`_newest_keys`)."""
     scopes: dict[str, Scope] = field(default_factory=dict)
 
 
@@ -191,6 +198,11 @@ def _tags(key: ItemKey) -> Mapping[str, str]:
 def _cid_of(key: ItemKey) -> str:
     tag = _tags(key).get(TAG_ID, "")
     return unescape(tag) or tag
+
+
+def _in_order(key: ItemKey) -> bool:
+    """True unless the checkpoint was copied behind a newer one (``TAG_OUT_OF_ORDER``)."""
+    return _tags(key).get(TAG_OUT_OF_ORDER) != "1"
 
 
 def _pair(key: ItemKey) -> tuple[str, str]:
@@ -616,20 +628,24 @@ class FoundryCheckpointer(CoreOwner, BaseCheckpointSaver[str]):
         otherwise (``ew=1``, or written by an older version) the caller lists its writes on
         their own. Further pages are read only while a page ends inside that second, so the cost
         does not grow with history.
+
+        A checkpoint tagged out of order (``copy_thread`` wrote it behind a newer one) is never
+        taken on its second alone: the listing goes on until the newest checkpoint id seen is an
+        in-order checkpoint and its second is passed, as an in-order checkpoint has a larger id
+        than every checkpoint of an older second.
         """
         first = _FIRST_PAGE_HOSTED if self._core.kind == "hosted" else _FIRST_PAGE_LOCAL
         page = await scope.store.list_keys(tags={TAG_NS: ns_tag(ns)}, limit=first, order="desc")
-        checkpoints: builtins.list[ItemKey] = []
+        best: ItemKey | None = None
         writes: builtins.list[ItemKey] = []
-        top: int | None = None
         while True:
             for key in page.keys:
-                if top is not None and key.created_at < top:
+                if best is not None and key.created_at < best.created_at and _in_order(best):
                     break
                 kind = _tags(key).get(TAG_KIND)
                 if kind == KIND_CHECKPOINT:
-                    top = key.created_at if top is None else top
-                    checkpoints.append(key)
+                    if best is None or _cid_of(key) > _cid_of(best):
+                        best = key
                 elif kind == KIND_WRITES:
                     writes.append(key)
             else:
@@ -639,9 +655,9 @@ class FoundryCheckpointer(CoreOwner, BaseCheckpointSaver[str]):
                     )
                     continue
             break
-        if not checkpoints:
+        if best is None:
             return None
-        newest_key = max(checkpoints, key=_cid_of)
+        newest_key = best
         pair = _pair(newest_key)
         return _Latest(
             newest_key,
@@ -865,18 +881,52 @@ class FoundryCheckpointer(CoreOwner, BaseCheckpointSaver[str]):
         if limit is not None and limit <= 0:
             plan.done = True
             return plan
+        if TAG_NS in tags:
+            plan.writes_tags[TAG_NS] = tags[TAG_NS]
+        # Early stop within one namespace only: puts of one namespace are ordered, while a
+        # subgraph's puts may land concurrently with its caller's.
+        flat = TAG_NS in tags and covered and limit is not None
         for thread_id in threads:
             scope = await self._core.scope(thread_id, create=False)
             if scope is None:
                 continue
             plan.scopes[thread_id] = scope
-            found = [_Candidate(thread_id, k, _cid_of(k)) for k in await scope.keys(tags)]
+            if flat and limit is not None:
+                keys, plan.bounded = await self._newest_keys(scope, tags, limit, before_id)
+            else:
+                keys = await scope.keys(tags)
+            found = [_Candidate(thread_id, k, _cid_of(k)) for k in keys]
             if before_id:
                 found = [c for c in found if c.checkpoint_id < before_id]
             found.sort(key=lambda c: c.checkpoint_id, reverse=True)
             plan.candidates.extend(found)
         plan.done = not plan.candidates
         return plan
+
+    async def _newest_keys(
+        self, scope: Scope, tags: Mapping[str, str], limit: int, before_id: str | None
+    ) -> tuple[builtins.list[ItemKey], bool]:
+        """The checkpoint keys matching ``tags`` that can be among the ``limit`` newest (by
+        checkpoint id, below ``before_id``), and whether the listing stopped early.
+
+        The listing is in ``created_at`` seconds, newest first. Once ``limit`` candidates are
+        in hand and the listing has passed the second of the ``limit``-th of them by id, and
+        that one is in order (no ``TAG_OUT_OF_ORDER``), no unlisted key can rank above it: an
+        in-order checkpoint has a larger id than every checkpoint of an older second. Otherwise
+        the listing goes on, to the end at worst.
+        """
+        found: builtins.list[ItemKey] = []
+        after: str | None = None
+        while True:
+            page = await scope.store.list_keys(tags=tags, limit=_PAGE, after=after, order="desc")
+            found.extend(k for k in page.keys if before_id is None or _cid_of(k) < before_id)
+            if not page.has_more or not page.last_id:
+                return found, False
+            if len(found) >= limit:
+                cut = heapq.nlargest(limit, found, key=_cid_of)[-1]
+                if _in_order(cut) and page.keys and page.keys[-1].created_at < cut.created_at:
+                    return found, True
+            after = page.last_id
 
     async def _list_next(self, plan: _ListPlan) -> builtins.list[CheckpointTuple]:
         """The next batch of ``list`` results (reads items only for candidates it needs)."""
@@ -904,17 +954,29 @@ class FoundryCheckpointer(CoreOwner, BaseCheckpointSaver[str]):
         if remaining is not None:
             expected = min(expected, remaining)
         use_index = expected > _WRITES_INDEX_FROM
+        # After an early-stopped listing, the writes index is listed down to the oldest second
+        # of the checkpoints it serves: those tagged ew=0 have all their writes at or after it.
+        floors: dict[str, int | None] = {}
         if use_index:
-            for thread_id in dict.fromkeys(cand.thread_id for cand, _, _ in matched):
-                await self._writes_index(plan, scopes[thread_id], thread_id)
+            for cand, _, _ in matched:
+                if not plan.bounded:
+                    floors[cand.thread_id] = None
+                elif _tags(cand.key).get(TAG_EARLY) == "0":
+                    old = floors.get(cand.thread_id, cand.key.created_at)
+                    floors[cand.thread_id] = None if old is None else min(old, cand.key.created_at)
+            for thread_id, floor in floors.items():
+                await self._writes_index(plan, scopes[thread_id], thread_id, floor)
 
         async def build(
             cand: _Candidate, record: CheckpointRecord, metadata: CheckpointMetadata
         ) -> CheckpointTuple:
             scope = scopes[cand.thread_id]
             known = None
-            if use_index:
-                index = await self._writes_index(plan, scope, cand.thread_id)
+            indexed = not plan.bounded or _tags(cand.key).get(TAG_EARLY) == "0"
+            if cand.thread_id in floors and indexed:
+                index = await self._writes_index(
+                    plan, scope, cand.thread_id, floors[cand.thread_id]
+                )
                 known = index.get((ns_tag(record.ns), id_tag(record.checkpoint_id)), [])
             writes = await self._pending_writes(scope, record.ns, record.checkpoint_id, known)
             return await self._tuple(scope, cand.thread_id, record, metadata, writes)
@@ -928,14 +990,29 @@ class FoundryCheckpointer(CoreOwner, BaseCheckpointSaver[str]):
         return results
 
     async def _writes_index(
-        self, plan: _ListPlan, scope: Scope, thread_id: str
+        self, plan: _ListPlan, scope: Scope, thread_id: str, floor: int | None
     ) -> dict[tuple[str, str], builtins.list[str]]:
+        """The writes keys of a thread by (namespace, checkpoint id) tags: all of them, or (with
+        ``floor``) at least those created at or after that second."""
         index = plan.writes_index.get(thread_id)
-        if index is None:
-            index = {}
-            for key in await scope.keys({TAG_KIND: KIND_WRITES}):
+        if index is not None and thread_id in plan.writes_floor:
+            have = plan.writes_floor[thread_id]
+            if have is None or (floor is not None and have <= floor):
+                return index
+        index = {}
+        tags = {TAG_KIND: KIND_WRITES, **plan.writes_tags}
+        after: str | None = None
+        while True:
+            page = await scope.store.list_keys(tags=tags, limit=_PAGE, after=after, order="desc")
+            for key in page.keys:
                 index.setdefault(_pair(key), []).append(key.key)
-            plan.writes_index[thread_id] = index
+            if not page.has_more or not page.last_id:
+                break
+            if floor is not None and page.keys and page.keys[-1].created_at < floor:
+                break
+            after = page.last_id
+        plan.writes_index[thread_id] = index
+        plan.writes_floor[thread_id] = floor
         return index
 
     # -- put --------------------------------------------------------------------------------
@@ -1484,7 +1561,9 @@ class FoundryCheckpointer(CoreOwner, BaseCheckpointSaver[str]):
                 continue
             keys = await scope.keys()
             checkpoints = [k for k in keys if _tags(k).get(TAG_KIND) == KIND_CHECKPOINT]
-            order = {k.key: (k.created_at, _cid_of(k)) for k in checkpoints}
+            # As "latest": by checkpoint id once a copy put checkpoints out of order.
+            copied = not all(_in_order(k) for k in checkpoints)
+            order = {k.key: (0 if copied else k.created_at, _cid_of(k)) for k in checkpoints}
             entries = await self._entries(scope, checkpoints)
             kept = newest(entries, keep, order)
             doomed = {k.key for k in checkpoints if k.key not in kept}
@@ -1502,6 +1581,8 @@ class FoundryCheckpointer(CoreOwner, BaseCheckpointSaver[str]):
         if not keys:
             return
         target = await self._core.scope(target_id)
+        held = [_cid_of(k) for k in await target.keys({TAG_KIND: KIND_CHECKPOINT})]
+        ceiling = max(held, default="")
         checkpoints = sorted(
             (k for k in keys if _tags(k).get(TAG_KIND) == KIND_CHECKPOINT), key=_cid_of
         )
@@ -1512,14 +1593,20 @@ class FoundryCheckpointer(CoreOwner, BaseCheckpointSaver[str]):
         self._drop_state(target_id)
         copied: set[str] = set()
         for key in checkpoints:
-            # One at a time, oldest first: "latest" compares created_at, then checkpoint id.
-            await self._copy_item(source, target, key, copied)
+            # One at a time, oldest first, so copies above the target's newest id stay in order.
+            # One that the target already has a newer checkpoint than is out of order there.
+            await self._copy_item(source, target, key, copied, _cid_of(key) < ceiling)
             await _bounded(
                 self._copy_item(source, target, w, copied) for w in writes.get(_pair(key), [])
             )
 
     async def _copy_item(
-        self, source: Scope, target: Scope, key: ItemKey, copied: set[str]
+        self,
+        source: Scope,
+        target: Scope,
+        key: ItemKey,
+        copied: set[str],
+        out_of_order: bool = False,
     ) -> None:
         item = await source.store.get_item(key.key)
         if item is None:
@@ -1527,6 +1614,9 @@ class FoundryCheckpointer(CoreOwner, BaseCheckpointSaver[str]):
         payload = await source.decode(item.value, key=key.key)
         tags = dict(_tags(key))
         tags[TAG_SPILL] = "0"
+        tags.pop(TAG_OUT_OF_ORDER, None)
+        if out_of_order:
+            tags[TAG_OUT_OF_ORDER] = "1"
         if tags.get(TAG_KIND) == KIND_CHECKPOINT:
             digests = unpack_checkpoint(payload, where=source.where(key.key)).digests()
             if digests:

@@ -1,0 +1,155 @@
+"""History pages: ``alist(limit=10)`` lists flat in history length and stays exact, also after
+``copy_thread`` into a thread that already has checkpoints (see docs/concepts/latest.md)."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections import Counter
+from collections.abc import Callable
+from typing import Any
+
+from langgraph.checkpoint.base import Checkpoint, empty_checkpoint
+from langgraph.checkpoint.base.id import uuid6
+
+from foundry_checkpoint import FoundryCheckpointer
+from tests.langgraph._util import cfg
+from tests.langgraph.test_latest import _count_calls, _scope
+
+
+def _checkpoint(value: int) -> Checkpoint:
+    cp = empty_checkpoint()
+    cp["id"] = str(uuid6(clock_seq=value))
+    cp["channel_values"] = {"n": value}
+    cp["channel_versions"] = {"n": value + 1}
+    return cp
+
+
+async def _write(
+    saver: FoundryCheckpointer, thread_id: str, values: range, *, writes: bool = True
+) -> list[str]:
+    """One checkpoint per value (concurrently), each with one writes item (step = value, task
+    ``task-<value>``); returns the ids in the order of ``values``."""
+    sem = asyncio.Semaphore(32)
+    ids = {i: _checkpoint(i) for i in values}
+
+    async def one(i: int) -> None:
+        async with sem:
+            cp = ids[i]
+            config = await saver.aput(
+                cfg(thread_id), cp, {"source": "loop", "step": i}, {"n": i + 1}
+            )
+            if writes:
+                await saver.aput_writes(config, [("n", i)], f"task-{i}")
+
+    await asyncio.gather(*(one(i) for i in values))
+    return [ids[i]["id"] for i in values]
+
+
+async def _listed(
+    saver: FoundryCheckpointer, thread_id: str, **kwargs: Any
+) -> list[tuple[str, Any, list[Any]]]:
+    return [
+        (t.checkpoint["id"], t.metadata["step"], t.pending_writes)
+        async for t in saver.alist(cfg(thread_id), **kwargs)
+    ]
+
+
+async def _counted(
+    store_env: Any, saver: FoundryCheckpointer, thread_id: str, **kwargs: Any
+) -> tuple[list[tuple[str, Any, list[Any]]], Counter[str]]:
+    """``alist`` with the store calls it made (hosted: counted by the emulator on the wire)."""
+    counting, scope = _count_calls(saver, thread_id)
+    if store_env.mode == "hosted":
+        store_env.emulator.reset_counts()
+    try:
+        listed = await _listed(saver, thread_id, **kwargs)
+    finally:
+        scope.store = counting.inner
+    wire = store_env.emulator.requests if store_env.mode == "hosted" else counting.calls
+    assert Counter(counting.calls) == Counter(wire)
+    return listed, Counter(wire)
+
+
+async def test_history_page_is_flat_and_exact(
+    store_env: Any, make_saver: Callable[..., FoundryCheckpointer]
+) -> None:
+    saver = make_saver()
+    sizes = (10, 1000)
+    threads = {n: f"pages-{n}-{uuid.uuid4().hex[:6]}" for n in sizes}
+    ids: dict[int, list[str]] = {n: [] for n in sizes}
+    # The older history, then (in a second of their own) the ten newest.
+    for n in sizes:
+        ids[n] += await _write(saver, threads[n], range(10, n))
+    await asyncio.sleep(1.1)
+    for n in sizes:
+        for i in range(10):
+            ids[n] += await _write(saver, threads[n], range(n + i, n + i + 1))
+    cold = make_saver()
+    for n in sizes:
+        expected = sorted(ids[n], reverse=True)
+        listed, calls = await _counted(store_env, cold, threads[n], limit=10)
+        assert [cid for cid, _, _ in listed] == expected[:10]
+        for _, step, pending in listed:
+            assert pending == [(f"task-{step}", "n", step)]
+        # One page of checkpoint keys, one of writes keys, and the items returned.
+        assert calls == Counter({"list_keys": 2, "get_item": 20})
+
+        # before= and filter= stay exact (before reaches into the older history).
+        listed = await _listed(cold, threads[n], limit=10, before=cfg(threads[n], expected[4]))
+        assert [cid for cid, _, _ in listed] == expected[5:15]
+        step = listed[-1][1]
+        listed = await _listed(cold, threads[n], limit=10, filter={"step": step})
+        assert [s for _, s, _ in listed] == [step]
+        listed = await _listed(cold, threads[n], limit=3, filter={"source": "loop"})
+        assert [cid for cid, _, _ in listed] == expected[:3]
+        assert [cid for cid, _, _ in await _listed(cold, threads[n])] == expected
+
+
+async def test_copy_into_a_thread_with_checkpoints(
+    store_env: Any, make_saver: Callable[..., FoundryCheckpointer]
+) -> None:
+    saver = make_saver()
+    source, target = (f"{name}-{uuid.uuid4().hex[:6]}" for name in ("source", "target"))
+    copied = await _write(saver, source, range(0, 120), writes=False)  # the oldest ids
+    older = await _write(saver, target, range(200, 300), writes=False)
+    await asyncio.sleep(1.1)
+    newer = await _write(saver, target, range(300, 320), writes=False)
+    await asyncio.sleep(1.1)
+    await saver.acopy_thread(source, target)
+    # The copies are the newest items of the target but carry its oldest ids.
+    scope = _scope(saver, target)
+    keys = await saver._core.arun(scope.keys({"k": "c"}))
+    assert keys[0].created_at > max(k.created_at for k in keys if k.key.endswith(newer[0]))
+    tagged = {k.key for k in keys if (k.tags or {}).get("oo") == "1"}
+    assert tagged == {k.key for k in keys if any(k.key.endswith(c) for c in copied)}
+
+    expected = sorted(copied + older + newer, reverse=True)
+    assert expected[:20] == sorted(newer, reverse=True)
+    for reader in (saver, make_saver()):
+        latest = await reader.aget_tuple(cfg(target))
+        assert latest is not None and latest.checkpoint["id"] == max(newer)
+        listed, calls = await _counted(store_env, reader, target, limit=10)
+        assert [cid for cid, _, _ in listed] == expected[:10]
+        # The page of copies goes on to the in-order checkpoints of the page after it.
+        assert calls["list_keys"] == 3
+        listed = await _listed(reader, target, limit=10, before=cfg(target, expected[15]))
+        assert [cid for cid, _, _ in listed] == expected[16:26]
+        listed = await _listed(reader, target, limit=10, before=cfg(target, older[0]))
+        below = [c for c in expected if c < older[0]]
+        assert [cid for cid, _, _ in listed] == below[:10]
+        listed = await _listed(reader, target, limit=5, filter={"step": 7})
+        assert [cid for cid, _, _ in listed] == [copied[7]]
+        assert [cid for cid, _, _ in await _listed(reader, target)] == expected
+
+    # A copy into an empty thread is in order: nothing tagged, and pages stop early.
+    empty = f"empty-{uuid.uuid4().hex[:6]}"
+    await saver.acopy_thread(target, empty)
+    keys = await saver._core.arun(_scope(saver, empty).keys({"k": "c"}))
+    assert len(keys) == 240 and not any((k.tags or {}).get("oo") for k in keys)
+    latest = await saver.aget_tuple(cfg(empty))
+    assert latest is not None and latest.checkpoint["id"] == max(newer)
+
+    # prune keeps the same latest.
+    await saver.aprune([target])
+    assert [cid for cid, _, _ in await _listed(saver, target)] == [max(newer)]
