@@ -18,37 +18,17 @@ from foundry_checkpoint.errors import (
 )
 from foundry_checkpoint.spill import LocalSpill
 from foundry_checkpoint_autogen import AutoGenStateStore
+from tests._counting_store import CountingStore
 
 from .conftest import MakeStore
 
 AGENT = "counter/default"
 
 
-class _CountingStore:
-    """Wraps a store and counts item-API calls."""
-
-    _COUNTED = frozenset({"get_item", "set_item", "create_item", "delete_item", "list_keys", "get"})
-
-    def __init__(self, inner: Any) -> None:
-        self._inner = inner
-        self.calls: Counter[str] = Counter()
-
-    def __getattr__(self, name: str) -> Any:
-        attr = getattr(self._inner, name)
-        if name not in self._COUNTED:
-            return attr
-
-        async def _counted(*args: Any, **kwargs: Any) -> Any:
-            self.calls[name] += 1
-            return await attr(*args, **kwargs)
-
-        return _counted
-
-
-async def _count_calls(store: AutoGenStateStore, scope_id: str) -> _CountingStore:
+async def _count_calls(store: AutoGenStateStore, scope_id: str) -> CountingStore:
     core = store._core
     scope = await core.arun(core.scope(scope_id))
-    counting = _CountingStore(scope.store)
+    counting = CountingStore(scope.store)
     scope.store = counting
     return counting
 

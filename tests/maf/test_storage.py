@@ -18,6 +18,7 @@ from agent_framework._workflows._checkpoint_encoding import encode_checkpoint_va
 from foundry_checkpoint.errors import CheckpointTooLargeError
 from foundry_checkpoint.spill import LocalSpill
 from foundry_checkpoint_maf import FoundryCheckpointStorage
+from tests._counting_store import CountingStore
 
 from .conftest import MakeStorage
 
@@ -57,31 +58,10 @@ def _chain(length: int, *, timestamp: str | None = None) -> list[WorkflowCheckpo
     return out
 
 
-class _CountingStore:
-    """Wraps a store and counts item-API calls."""
-
-    _COUNTED = frozenset({"get_item", "set_item", "create_item", "delete_item", "list_keys", "get"})
-
-    def __init__(self, inner: Any) -> None:
-        self._inner = inner
-        self.calls: Counter[str] = Counter()
-
-    def __getattr__(self, name: str) -> Any:
-        attr = getattr(self._inner, name)
-        if name not in self._COUNTED:
-            return attr
-
-        async def _counted(*args: Any, **kwargs: Any) -> Any:
-            self.calls[name] += 1
-            return await attr(*args, **kwargs)
-
-        return _counted
-
-
-async def _count_store_calls(storage: FoundryCheckpointStorage) -> _CountingStore:
+async def _count_store_calls(storage: FoundryCheckpointStorage) -> CountingStore:
     core = storage._core
     scope = await core.arun(core.scope(storage.context_id))
-    counting = _CountingStore(scope.store)
+    counting = CountingStore(scope.store)
     scope.store = counting
     return counting
 
