@@ -20,6 +20,7 @@ from ._core import GcReport
 from ._version import __version__ as __version__
 from .errors import (
     CheckpointTooLargeError,
+    ConcurrentWriteError,
     CorruptPayloadError,
     FoundryCheckpointError,
     InvalidArgumentError,
@@ -36,6 +37,7 @@ if TYPE_CHECKING:
 __all__ = [
     "AzureBlobSpill",
     "CheckpointTooLargeError",
+    "ConcurrentWriteError",
     "CorruptPayloadError",
     "FoundryCheckpointError",
     "FoundryCheckpointer",

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 __all__ = [
     "CheckpointTooLargeError",
+    "ConcurrentWriteError",
     "CorruptPayloadError",
     "FoundryCheckpointError",
     "InvalidArgumentError",
@@ -65,6 +66,15 @@ class IsolationRefusedError(FoundryCheckpointError):
 
     Such a store would let every end user read every other user's checkpoints. Fix: use another
     ``store_prefix`` or delete the store (after moving its data) so it is re-created isolated.
+    """
+
+
+class ConcurrentWriteError(FoundryCheckpointError):
+    """A write lost the race against concurrent writers on every attempt and was given up.
+
+    For example the pending writes of one task merged into an item that other processes kept
+    changing. Nothing of the losing write was stored; retrying the step is safe. Two workers
+    running the same thread at the same time is the usual cause.
     """
 
 

@@ -15,6 +15,7 @@ import foundry_checkpoint_maf
 from foundry_checkpoint._core import Lru, RetrySettingsPolicy
 from foundry_checkpoint._engine import UNSET, StateEngine, Unset
 from foundry_checkpoint.errors import (
+    ConcurrentWriteError,
     FoundryCheckpointError,
     InvalidArgumentError,
     InvalidIdentifierError,
@@ -60,6 +61,12 @@ def test_invalid_argument_is_ours_and_a_value_error() -> None:
     assert issubclass(InvalidArgumentError, ValueError)
     assert issubclass(InvalidIdentifierError, InvalidArgumentError)
     assert foundry_checkpoint.InvalidArgumentError is InvalidArgumentError
+
+
+def test_concurrent_write_is_ours_and_exported() -> None:
+    assert issubclass(ConcurrentWriteError, FoundryCheckpointError)
+    assert not issubclass(ConcurrentWriteError, ValueError)
+    assert foundry_checkpoint.ConcurrentWriteError is ConcurrentWriteError
 
 
 def test_lru_and_retry_options_refuse_with_invalid_argument() -> None:
