@@ -14,9 +14,9 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from .._cli_format import jsonable, preview
 from . import _common
 from ._common import JsonFlag, Options
+from ._format import jsonable, preview
 
 if TYPE_CHECKING:
     from foundry_checkpoint_autogen import AutoGenStateStore

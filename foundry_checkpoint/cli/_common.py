@@ -18,8 +18,8 @@ from rich.console import Console
 from rich.table import Table
 from typer.core import TyperGroup
 
-from .._cli_format import cell, mask_secrets, strict_json, visible
 from ..errors import FoundryCheckpointError
+from ._format import cell, mask_secrets, strict_json, visible
 
 if TYPE_CHECKING:
     from .._lifecycle import CoreOwner

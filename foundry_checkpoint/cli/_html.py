@@ -20,11 +20,12 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 from urllib.parse import quote
 
-from .._cli_format import jsonable, visible
+from ._format import jsonable, visible
 from ._tree import Node
 
 __all__ = [
     "CSP",
+    "actions",
     "esc",
     "page",
     "pre",
@@ -108,6 +109,28 @@ def table(headers: Sequence[str], rows: Iterable[Sequence[str]], *, cls: str = "
     head = "".join(f"<th>{esc(h)}</th>" for h in headers)
     body = "".join("<tr>" + "".join(f"<td>{c}</td>" for c in row) + "</tr>" for row in rows)
     return f'<table class="{cls}"><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>'
+
+
+def actions(base: str, what: str, *, allow_writes: bool) -> str:
+    """The "Actions" section of a thread or context page at ``base`` (a ready URL path).
+
+    Read-only explorers link only the delete page, which answers that writes are off.
+
+    Example:
+        >>> "prune this thread" in actions("/t/a", "thread", allow_writes=True)
+        True
+        >>> "read-only" in actions("/t/a", "thread", allow_writes=False)
+        True
+    """
+    if not allow_writes:
+        return (
+            f'<h2>Actions</h2><p class="muted">read-only: start with --allow-writes to delete '
+            f'or prune this {what}. <a class="delete" href="{base}/delete">delete</a></p>'
+        )
+    return (
+        f'<h2>Actions</h2><p><a class="delete" href="{base}/delete">delete this {what}</a> · '
+        f'<a class="prune" href="{base}/prune">prune this {what}</a></p>'
+    )
 
 
 def page(title: str, body: str, *, backend: str, allow_writes: bool) -> str:

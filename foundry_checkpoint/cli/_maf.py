@@ -15,10 +15,10 @@ from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
 import typer
 
-from .._cli_format import jsonable, preview
 from .._core import DEFAULT_GC_GRACE_SECONDS
 from . import _common
 from ._common import DryRunFlag, GraceOption, JsonFlag, Options
+from ._format import jsonable, preview
 
 if TYPE_CHECKING:
     from foundry_checkpoint_maf import FoundryCheckpointStorage, StoredCheckpoint

@@ -22,7 +22,7 @@ from langgraph.checkpoint.base import empty_checkpoint
 from typer.testing import CliRunner
 
 from foundry_checkpoint import FoundryCheckpointer
-from foundry_checkpoint._cli_format import mask_secrets
+from foundry_checkpoint.cli._format import mask_secrets
 from tests.cli.conftest import Cli
 from tests.langgraph._util import cfg
 

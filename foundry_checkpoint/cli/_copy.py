@@ -32,7 +32,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from .errors import FoundryCheckpointError
+from ..errors import FoundryCheckpointError
 
 if TYPE_CHECKING:
     from langchain_core.runnables import RunnableConfig
@@ -111,7 +111,7 @@ def open_saver(
             if callable(close):
                 close()
         return
-    from ._serde import StrictSerializer  # needs LangGraph, as every non-Foundry saver does
+    from .._serde import StrictSerializer  # needs LangGraph, as every non-Foundry saver does
 
     if uri.scheme == "sqlite":
         try:
