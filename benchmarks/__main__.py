@@ -30,21 +30,26 @@ SECTIONS: dict[str, tuple[str, str, tuple[str, ...]]] = {
     "engine": ("_store", "engine", ("engine",)),
     "sdk-store": ("_store", "sdk", ("sdk",)),
     "lg-chat": (
-        "_langgraph", "chat",
+        "_langgraph",
+        "chat",
         ("memory", "sqlite", "postgres", "fc-local", "fc-sdk", "fc-hosted"),
     ),
-    "lg-growth": ("_langgraph", "growth", ("memory", "sqlite", "fc-local", "fc-sdk")),
+    "lg-growth": ("_langgraph", "growth", ("memory", "sqlite", "fc-local", "fc-sdk", "fc-hosted")),
     "lg-read": (
-        "_langgraph", "read",
+        "_langgraph",
+        "read",
         ("memory", "sqlite", "postgres", "fc-local", "fc-sdk", "fc-hosted"),
     ),
     "lg-big": (
-        "_langgraph", "big",
+        "_langgraph",
+        "big",
         ("memory", "sqlite", "postgres", "fc-local", "fc-sdk", "fc-hosted"),
     ),
     "maf-run": ("_maf", "run", ("memory", "file", "fc-local", "fc-sdk", "fc-hosted", "fh-hosted")),
     "maf-latest": (
-        "_maf", "latest", ("memory", "file", "fc-local", "fc-sdk", "fc-hosted", "fh-hosted")
+        "_maf",
+        "latest",
+        ("memory", "file", "fc-local", "fc-sdk", "fc-hosted", "fh-hosted"),
     ),
     "hosted-threads": ("_threads", "threads", ("fc-hosted",)),
 }
@@ -53,7 +58,14 @@ FULL: dict[str, dict[str, Any]] = {
     "engine": {"sizes": [10, 100, 1_000, 100_000], "ops": 200, "value_bytes": 1024},
     "sdk-store": {"sizes": [10, 100, 1_000], "ops": 10, "value_bytes": 1024, "budget_s": 60},
     "lg-chat": {"steps": 200, "chars": 2500, "reps": 3, "sdk_reps": 1, "sdk_budget_s": 60},
-    "lg-growth": {"steps": 1000, "chars": 500, "reps": 3, "sdk_reps": 1, "sdk_budget_s": 60},
+    "lg-growth": {
+        "steps": 1000,
+        "chars": 500,
+        "reps": 3,
+        "hosted_reps": 1,
+        "sdk_reps": 1,
+        "sdk_budget_s": 60,
+    },
     "lg-read": {"sizes": [10, 100, 1_000], "reads": 30, "sdk_reads": 5, "sdk_budget_s": 60},
     "lg-big": {"bytes": 5 * 1024 * 1024, "reps": 5},
     "maf-run": {"supersteps": 100, "reps": 3, "payload": 1000},
@@ -65,7 +77,14 @@ QUICK: dict[str, dict[str, Any]] = {
     "engine": {"sizes": [10, 100, 1_000, 10_000], "ops": 50, "value_bytes": 1024},
     "sdk-store": {"sizes": [10, 100], "ops": 5, "value_bytes": 1024, "budget_s": 10},
     "lg-chat": {"steps": 20, "chars": 2500, "reps": 1, "sdk_reps": 1, "sdk_budget_s": 10},
-    "lg-growth": {"steps": 100, "chars": 500, "reps": 1, "sdk_reps": 1, "sdk_budget_s": 10},
+    "lg-growth": {
+        "steps": 100,
+        "chars": 500,
+        "reps": 1,
+        "hosted_reps": 1,
+        "sdk_reps": 1,
+        "sdk_budget_s": 10,
+    },
     "lg-read": {"sizes": [10, 100], "reads": 5, "sdk_reads": 2, "sdk_budget_s": 10},
     "lg-big": {"bytes": 5 * 1024 * 1024, "reps": 1},
     "maf-run": {"supersteps": 20, "reps": 1, "payload": 1000},
@@ -249,8 +268,12 @@ def main(argv: Sequence[str] | None = None) -> int:
                 results[section] = {}
                 for subject in SECTIONS[section][2]:
                     t0 = time.perf_counter()
-                    print(f"[{time.perf_counter() - began:6.0f}s] {section} / {subject} ...",
-                          file=sys.stderr, end="", flush=True)
+                    print(
+                        f"[{time.perf_counter() - began:6.0f}s] {section} / {subject} ...",
+                        file=sys.stderr,
+                        end="",
+                        flush=True,
+                    )
                     unit = _run_unit(section, subject, scales[section], pg_dsn, scratch)
                     results[section][subject] = unit
                     status = unit.get("error") or unit.get("result", {}).get("skipped") or "ok"

@@ -44,7 +44,7 @@ SUBJECTS: dict[str, str] = {
     "sqlite": "AsyncSqliteSaver",
     "postgres": "AsyncPostgresSaver",
     "fc-local": "FoundryCheckpointer (local, embedded SQLite)",
-    "fc-sdk": "FoundryCheckpointer (local_backend=\"sdk\")",
+    "fc-sdk": 'FoundryCheckpointer (local_backend="sdk")',
     "fc-hosted": "FoundryCheckpointer (hosted, emulator)",
 }
 
@@ -200,9 +200,7 @@ class Subject:
                     yield saver
                     self._pg_conn = None
         finally:
-            async with await psycopg.AsyncConnection.connect(
-                self.pg_dsn, autocommit=True
-            ) as admin:
+            async with await psycopg.AsyncConnection.connect(self.pg_dsn, autocommit=True) as admin:
                 await admin.execute(f'DROP DATABASE IF EXISTS "{dbname}" WITH (FORCE)')
 
     @contextlib.asynccontextmanager
@@ -269,7 +267,12 @@ def _file_sizes(path: Path, suffixes: tuple[str, ...]) -> int:
 def _per_step(counts: dict[str, Any], before: dict[str, Any], steps: int) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for name in (
-        "serde_bytes", "serde_calls", "items", "item_bytes", "file_bytes", "spill_puts",
+        "serde_bytes",
+        "serde_calls",
+        "items",
+        "item_bytes",
+        "file_bytes",
+        "spill_puts",
         "spill_bytes",
     ):
         if name in counts:
@@ -361,9 +364,11 @@ def _summarise_runs(runs: list[dict[str, Any]]) -> dict[str, Any]:
 async def _repeated_chat(
     subject: Subject, scale: dict[str, Any], *, windowed: bool, label: str
 ) -> dict[str, Any]:
-    """The chat graph, repeated on fresh threads (the SDK backend: fewer runs, time-capped)."""
+    """The chat graph, repeated on fresh threads (SDK backend, hosted: fewer runs; SDK capped)."""
     sdk = subject.key == "fc-sdk"
     reps = scale["sdk_reps"] if sdk else scale["reps"]
+    if subject.key == "fc-hosted":
+        reps = scale.get("hosted_reps", reps)
     budget_s = scale["sdk_budget_s"] if sdk else None
     runs = []
     for rep in range(reps):
@@ -453,7 +458,9 @@ async def read(subject: Subject, scale: dict[str, Any]) -> dict[str, Any]:
             checkpoint = _checkpoint(saver, version, [{"role": "user", "content": text(1000)}])
             new_version = str(checkpoint["channel_versions"]["messages"])
             await saver.aput(
-                config, checkpoint, {"source": "loop", "step": written, "parents": {}},
+                config,
+                checkpoint,
+                {"source": "loop", "step": written, "parents": {}},
                 {"messages": new_version},
             )
             latest[size] = checkpoint["id"]
@@ -511,8 +518,10 @@ async def big(subject: Subject, scale: dict[str, Any]) -> dict[str, Any]:
                 {"configurable": {"thread_id": "big", "checkpoint_ns": ""}}
             )
             get_times.append(time.perf_counter() - start)
-            correct = correct and found is not None and (
-                found.checkpoint["channel_values"].get("messages") == payload
+            correct = (
+                correct
+                and found is not None
+                and (found.checkpoint["channel_values"].get("messages") == payload)
             )
         counts = await subject.counts()
     result: dict[str, Any] = {
