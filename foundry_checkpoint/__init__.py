@@ -31,7 +31,7 @@ from .errors import (
 from .spill import AzureBlobSpill, LocalSpill, SpillStore
 
 if TYPE_CHECKING:
-    from ._saver import FoundryCheckpointer
+    from ._langgraph._saver import FoundryCheckpointer
     from ._serde import StrictSerializer
 
 __all__ = [
@@ -59,7 +59,7 @@ def __dir__() -> list[str]:
 def __getattr__(name: str) -> Any:
     if name == "FoundryCheckpointer":
         try:
-            from ._saver import FoundryCheckpointer
+            from ._langgraph._saver import FoundryCheckpointer
         except ModuleNotFoundError as exc:  # pragma: no cover - depends on the install
             if exc.name and exc.name.split(".")[0] == "langgraph":
                 hint = "pip install 'foundry-checkpoint[langgraph]'"

@@ -30,7 +30,7 @@ if TYPE_CHECKING:
     from langchain_core.runnables import RunnableConfig
     from langgraph.checkpoint.base import BaseCheckpointSaver, CheckpointTuple
 
-    from .._saver import FoundryCheckpointer
+    from .._langgraph._saver import FoundryCheckpointer
 
 __all__ = ["COMMANDS", "LANGGRAPH_PREFIX"]
 
@@ -62,7 +62,7 @@ def _prefix(opts: Options) -> str:
 
 
 def _saver(opts: Options, prefix: str | None = None) -> FoundryCheckpointer:
-    from .._saver import FoundryCheckpointer
+    from .._langgraph._saver import FoundryCheckpointer
 
     return FoundryCheckpointer(**opts.store_kwargs(prefix or _prefix(opts)))
 

@@ -25,7 +25,7 @@ if TYPE_CHECKING:
     from foundry_checkpoint_autogen import AutoGenStateStore
     from foundry_checkpoint_maf import FoundryCheckpointStorage
 
-    from .._saver import FoundryCheckpointer
+    from .._langgraph._saver import FoundryCheckpointer
 
 __all__ = ["Page", "Refused", "Stores", "config"]
 
@@ -83,7 +83,7 @@ class Stores:
         """The LangGraph checkpointer (None when the ``langgraph`` extra is missing)."""
         if self._saver is None and "langgraph" not in self.missing:
             try:
-                from .._saver import FoundryCheckpointer
+                from .._langgraph._saver import FoundryCheckpointer
             except ImportError as exc:
                 self.missing["langgraph"] = str(exc)
                 return None

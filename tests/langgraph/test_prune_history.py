@@ -214,7 +214,7 @@ def test_prune_drops_calls_written_before_the_owner_tag(
     make_saver: Callable[..., FoundryCheckpointer],
 ) -> None:
     """Subgraph-call checkpoints without the owner tag (older versions): read from metadata."""
-    from foundry_checkpoint._lg_records import TAG_OWNER
+    from foundry_checkpoint._langgraph._records import TAG_OWNER
 
     saver = make_saver()
     graph = _parent_with_call(saver)

@@ -24,7 +24,12 @@ from pathlib import Path
 from typing import Any
 
 from foundry_checkpoint import FoundryCheckpointer, MissingBlobError
-from foundry_checkpoint._lg_records import KIND_CHECKPOINT, KIND_WRITES, TAG_KIND, unpack_checkpoint
+from foundry_checkpoint._langgraph._records import (
+    KIND_CHECKPOINT,
+    KIND_WRITES,
+    TAG_KIND,
+    unpack_checkpoint,
+)
 
 from ._worker import GraphState, read_side_log, thread_config
 

@@ -29,7 +29,7 @@ from foundry_checkpoint import (
     MissingBlobError,
 )
 from foundry_checkpoint._codec import encode_inline
-from foundry_checkpoint._lg_records import (
+from foundry_checkpoint._langgraph._records import (
     checkpoint_key,
     pack_checkpoint,
     unpack_checkpoint,

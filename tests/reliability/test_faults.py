@@ -35,7 +35,7 @@ from langgraph.types import Durability
 from typing_extensions import TypedDict
 
 from foundry_checkpoint import FoundryCheckpointer, LocalSpill
-from foundry_checkpoint._lg_records import KIND_CHECKPOINT, KIND_WRITES, TAG_KIND
+from foundry_checkpoint._langgraph._records import KIND_CHECKPOINT, KIND_WRITES, TAG_KIND
 from foundry_checkpoint.emulator import FoundryEmulator
 from tests.emulator._harness import NoBackoff
 

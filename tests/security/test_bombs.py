@@ -20,7 +20,7 @@ from langgraph.checkpoint.base import empty_checkpoint
 
 from foundry_checkpoint import CorruptPayloadError, FoundryCheckpointer, LocalSpill
 from foundry_checkpoint._codec import INFLATE_LIMIT, decode, encode
-from foundry_checkpoint._lg_records import checkpoint_key
+from foundry_checkpoint._langgraph._records import checkpoint_key
 from tests.langgraph._util import cfg
 
 _BOUND = 3 * INFLATE_LIMIT  # 48 MiB: the limit, one growth step of the output buffer, slack

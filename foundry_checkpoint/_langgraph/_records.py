@@ -25,13 +25,15 @@ Example:
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final
 
 import ormsgpack
 
-from ._naming import item_key, tag_value
-from .errors import CorruptPayloadError
+from .._naming import item_key, tag_value, unescape
+from .._protocol import ItemKey
+from ..errors import CorruptPayloadError
 
 __all__ = [
     "FORMAT",
@@ -53,10 +55,14 @@ __all__ = [
     "DeltaBase",
     "WritesRecord",
     "checkpoint_key",
+    "cid_of",
     "id_tag",
+    "in_order",
+    "key_tags",
     "ns_tag",
     "pack_checkpoint",
     "pack_writes",
+    "pair_of",
     "step_tag",
     "unpack_checkpoint",
     "unpack_writes",
@@ -109,6 +115,29 @@ def step_tag(step: object) -> str | None:
     if isinstance(step, float) and step.is_integer():
         return str(int(step))
     return None
+
+
+def key_tags(key: ItemKey) -> Mapping[str, str]:
+    """The tags a listing returned with ``key`` (empty when it has none)."""
+    return key.tags or {}
+
+
+def cid_of(key: ItemKey) -> str:
+    """The checkpoint id a listed key is tagged with (its tag as is when not escaped text)."""
+    tag = key_tags(key).get(TAG_ID, "")
+    return unescape(tag) or tag
+
+
+def in_order(key: ItemKey) -> bool:
+    """True unless the checkpoint was copied behind a newer one (``TAG_OUT_OF_ORDER``)."""
+    return key_tags(key).get(TAG_OUT_OF_ORDER) != "1"
+
+
+def pair_of(key: ItemKey) -> tuple[str, str]:
+    """The (namespace, checkpoint id) tags of a listed key: what a checkpoint and its writes
+    share."""
+    tags = key_tags(key)
+    return tags.get(TAG_NS, ""), tags.get(TAG_ID, "")
 
 
 def checkpoint_key(ns: str, checkpoint_id: str) -> str:
