@@ -1,4 +1,4 @@
-"""Checkpoint <-> payload bytes, the restricted decoder, and the ordering tags.
+"""Checkpoint <-> payload bytes, and the restricted decoder.
 
 A checkpoint is stored as one compact JSON document: MAF's own encoding
 (``encode_checkpoint_value(checkpoint.to_dict())``: JSON for plain values, pickle envelopes
@@ -42,33 +42,37 @@ import pickle  # nosec: only through _SafeUnpickler, which admits an allow-list 
 import pickletools
 import sys
 from collections.abc import Iterable
-from datetime import datetime, timezone
 from enum import EnumMeta
 from typing import Any, Final, cast
 
 from agent_framework import WorkflowCheckpoint, WorkflowCheckpointException
-from agent_framework._workflows._checkpoint_encoding import (
-    _REGISTERED_CHECKPOINT_TYPE_KEYS,
-    encode_checkpoint_value,
-)
+from agent_framework._workflows import _checkpoint_encoding as _maf_encoding
 
 from foundry_checkpoint.errors import CorruptPayloadError
 
 __all__ = [
-    "TS_WIDTH",
     "CheckpointDecodeError",
     "CheckpointRefusedError",
     "check_value",
     "decode_payload",
     "encode_payload",
     "payload_hash",
-    "sortable_timestamp",
     "type_keys",
 ]
 
-TS_WIDTH: Final = 20
-_EPOCH: Final = datetime(1970, 1, 1, tzinfo=timezone.utc)
-_NEGATIVE_BASE: Final = 10 ** (TS_WIDTH - 1)  # more than the microseconds from year 1 to 1970
+
+def _encode_value(value: Any) -> Any:
+    """MAF's own encoding of ``value`` (JSON for plain values, pickle envelopes for the rest).
+
+    This module is the package's only user of MAF's private ``_checkpoint_encoding`` module:
+    MAF's encoder and its ``register_checkpoint_type`` registrations are read here, nowhere else.
+    """
+    return _maf_encoding.encode_checkpoint_value(value)
+
+
+def _admitted(allowed: frozenset[str]) -> frozenset[str]:
+    """``allowed`` plus the types registered with MAF's ``register_checkpoint_type``."""
+    return allowed | frozenset(_maf_encoding._REGISTERED_CHECKPOINT_TYPE_KEYS)
 
 
 def type_keys(types: Iterable[type | str] | None) -> frozenset[str]:
@@ -102,7 +106,7 @@ def type_keys(types: Iterable[type | str] | None) -> frozenset[str]:
 
 def encode_payload(checkpoint: WorkflowCheckpoint) -> bytes:
     """The stored bytes of ``checkpoint`` (a snapshot: nothing refers back to the object)."""
-    encoded = encode_checkpoint_value(checkpoint.to_dict())
+    encoded = _encode_value(checkpoint.to_dict())
     text = json.dumps(encoded, sort_keys=True, separators=(",", ":"))
     return text.encode("utf-8")
 
@@ -420,9 +424,7 @@ def check_value(value: object, allowed: frozenset[str]) -> None:
         >>> check_value({"n": 1}, frozenset())
     """
     try:
-        _decode_value(
-            encode_checkpoint_value(value), allowed | frozenset(_REGISTERED_CHECKPOINT_TYPE_KEYS)
-        )
+        _decode_value(_encode_value(value), _admitted(allowed))
     except Exception as exc:
         raise CheckpointDecodeError(
             f"A {type(value).__name__} value would not be restored from a checkpoint: {exc}. "
@@ -448,7 +450,7 @@ def decode_payload(
             f"of a sane depth): {type(exc).__name__}"
         ) from exc
     try:
-        decoded = _decode_value(encoded, allowed | frozenset(_REGISTERED_CHECKPOINT_TYPE_KEYS))
+        decoded = _decode_value(encoded, _admitted(allowed))
     except _Tampered as exc:
         raise CheckpointRefusedError(
             f"Checkpoint {checkpoint_id!r} was refused, nothing in it was run: {exc}. The item "
@@ -480,36 +482,3 @@ def decode_payload(
             "the item was changed outside this storage"
         )
     return checkpoint
-
-
-def sortable_timestamp(timestamp: str, checkpoint_id: str) -> str:
-    """``timestamp`` (ISO 8601) as zero-padded UTC microseconds since the epoch.
-
-    Naive timestamps are read as UTC. Strings of equal width sort like the instants they stand
-    for, so the tag orders checkpoints without reading them. An instant before 1970 is ``-``
-    followed by ``10**19`` plus its (negative) microseconds: ``-`` sorts before every digit,
-    and a more negative offset gives a smaller number, so the order holds across the epoch.
-
-    Example:
-        >>> sortable_timestamp("1970-01-01T00:00:01.5+00:00", "cp")
-        '00000000000001500000'
-        >>> sortable_timestamp("1969-12-31T23:59:59+00:00", "cp")
-        '-9999999999999000000'
-    """
-    text = timestamp
-    if isinstance(text, str) and text.endswith(("Z", "z")):  # fromisoformat of 3.10 wants +00:00
-        text = text[:-1] + "+00:00"
-    try:
-        moment = datetime.fromisoformat(text)
-    except (TypeError, ValueError) as exc:
-        raise WorkflowCheckpointException(
-            f"Checkpoint {checkpoint_id!r} has timestamp {timestamp!r}, which is not ISO 8601; "
-            "it cannot be ordered and was not stored"
-        ) from exc
-    if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=timezone.utc)
-    delta = moment - _EPOCH
-    micros = (delta.days * 86_400 + delta.seconds) * 1_000_000 + delta.microseconds
-    if micros < 0:
-        return f"-{_NEGATIVE_BASE + micros:0{TS_WIDTH - 1}d}"
-    return f"{micros:0{TS_WIDTH}d}"

@@ -11,6 +11,10 @@ Mapping (one store per context, isolated per end user):
   (the checkpoint timestamp as zero-padded UTC microseconds). Values that had to be hashed are
   kept in full in the item value.
 
+The layout itself (keys, tags, ordering) is :mod:`foundry_checkpoint_maf._records`; the item
+I/O of one context is :mod:`foundry_checkpoint_maf._items`; the payload encoding and the
+restricted decoder are :mod:`foundry_checkpoint_maf._payload`.
+
 ``get_latest`` lists keys newest first and reads only the keys that share the newest
 ``created_at`` second (one more page per 100 of them), orders them by ``ts`` and, on equal
 timestamps, by ``previous_checkpoint_id`` lineage, then reads one item: its cost does not grow
@@ -19,44 +23,32 @@ with the history.
 
 from __future__ import annotations
 
-import asyncio
-import json
 import logging
-from collections.abc import Coroutine, Iterable, Mapping, Sequence
-from dataclasses import dataclass
-from datetime import datetime, timedelta, timezone
-from typing import TYPE_CHECKING, Any, Final, TypeVar
+from collections.abc import Coroutine, Iterable
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from agent_framework import CheckpointID, WorkflowCheckpoint, WorkflowCheckpointException
 from azure.ai.agentserver.core.storage import DEFAULT_ITEM_TTL_SECONDS
 
-from foundry_checkpoint import _codec
 from foundry_checkpoint._core import (
     DEFAULT_GC_GRACE_SECONDS,
     CheckpointCore,
     GcReport,
     LocalBackend,
-    Scope,
-    newest_second,
 )
 from foundry_checkpoint._lifecycle import CoreOwner
-from foundry_checkpoint._naming import check_identifier, item_key, tag_value, unescape
-from foundry_checkpoint._protocol import ItemKey
-from foundry_checkpoint.errors import (
-    CorruptPayloadError,
-    FoundryCheckpointError,
-    InvalidArgumentError,
-)
+from foundry_checkpoint._naming import check_identifier
+from foundry_checkpoint.errors import InvalidArgumentError
 
+from ._items import ContextItems, referenced
 from ._payload import (
-    CheckpointDecodeError,
     CheckpointRefusedError,
     decode_payload,
     encode_payload,
     payload_hash,
-    sortable_timestamp,
     type_keys,
 )
+from ._records import StoredCheckpoint, checkpoint_tags, kind_filter, oldest_first, stored
 
 if TYPE_CHECKING:
     from azure.ai.agentserver.core import FoundryAgentRequestContext
@@ -69,86 +61,6 @@ __all__ = ["FoundryCheckpointStorage", "StoredCheckpoint"]
 logger = logging.getLogger("foundry_checkpoint_maf")
 
 T = TypeVar("T")
-
-_KEY_WORD: Final = "k"
-_KIND: Final = "maf.checkpoint"
-_TAG_KIND: Final = "kind"
-_TAG_WF: Final = "wf"
-_TAG_ID: Final = "id"
-_TAG_PREV: Final = "prev"
-_TAG_TS: Final = "ts"
-_EXTRA_ID: Final = "cid"
-_EXTRA_WF: Final = "wf"
-_EMPTY_TAG: Final = "~"  # escape() never yields a lone "~", so it cannot collide
-_READ_CONCURRENCY: Final = 8
-_LATEST_ATTEMPTS: Final = 3
-
-
-def _tag(value: str) -> str:
-    return tag_value(value) if value else _EMPTY_TAG
-
-
-def _second(moment: object) -> int:
-    """The whole second of a key's ``created_at`` (epoch int, float or datetime)."""
-    if isinstance(moment, datetime):
-        return int(moment.timestamp())
-    if isinstance(moment, (int, float)):
-        return int(moment)
-    raise TypeError(f"unexpected created_at {moment!r}")
-
-
-def _tags_of(key: ItemKey) -> Mapping[str, str]:
-    tags: Mapping[str, str] | None = key.tags
-    return tags or {}
-
-
-def _pick_latest(candidates: Sequence[ItemKey]) -> ItemKey:
-    """The newest of ``candidates`` by their tags: ``ts``, then ``previous_checkpoint_id`` lineage.
-
-    Among keys with the newest timestamp, the newest is the one no other tied key names as its
-    ``prev`` (agent-framework #8513: taking the maximum timestamp alone can return the parent).
-    Forks (several such heads) are broken deterministically by checkpoint id tag.
-    """
-    if not candidates:
-        raise ValueError("no candidates")
-    top = max(_tags_of(k).get(_TAG_TS, "") for k in candidates)
-    tied = [k for k in candidates if _tags_of(k).get(_TAG_TS, "") == top]
-    if len(tied) > 1:
-        named = {_tags_of(k).get(_TAG_PREV) for k in tied}
-        heads = [k for k in tied if _tags_of(k).get(_TAG_ID) not in named]
-        tied = heads or tied  # a cycle can only come from edited data: fall back to all
-    return max(tied, key=lambda k: (_tags_of(k).get(_TAG_ID, ""), k.key))
-
-
-def _oldest_first(keys: Iterable[ItemKey]) -> list[ItemKey]:
-    """``keys`` by timestamp tag; equal timestamps by lineage depth (parents first)."""
-    listed = list(keys)
-    by_id = {_tags_of(k).get(_TAG_ID): k for k in listed}
-    depth: dict[str, int] = {}
-
-    def _depth(key: ItemKey) -> int:
-        chain: list[ItemKey] = []
-        seen: set[str] = set()
-        current: ItemKey | None = key
-        base = 0
-        while current is not None and current.key not in seen:
-            if current.key in depth:
-                base = depth[current.key] + 1
-                break
-            seen.add(current.key)
-            chain.append(current)
-            tags = _tags_of(current)
-            parent = by_id.get(tags.get(_TAG_PREV))
-            same_time = parent is not None and _tags_of(parent).get(_TAG_TS) == tags.get(_TAG_TS)
-            current = parent if same_time else None
-        for offset, member in enumerate(reversed(chain)):
-            depth[member.key] = base + offset
-        return depth[key.key]
-
-    return sorted(
-        listed,
-        key=lambda k: (_tags_of(k).get(_TAG_TS, ""), _depth(k), _second(k.created_at), k.key),
-    )
 
 
 def _checked_checkpoint_id(checkpoint_id: object) -> str:
@@ -168,53 +80,38 @@ def _checked_workflow_name(workflow_name: object) -> str:
     return workflow_name
 
 
+def _prepared(
+    checkpoint: WorkflowCheckpoint, checkpoint_id: str, allowed: frozenset[str]
+) -> tuple[bytes, dict[str, str], dict[str, str]]:
+    """The payload, tags and extra fields to store ``checkpoint`` under, once it is known to
+    decode again under ``allowed``."""
+    try:
+        payload = encode_payload(checkpoint)
+    except Exception as exc:
+        raise WorkflowCheckpointException(
+            f"Checkpoint {checkpoint_id!r} of workflow {checkpoint.workflow_name!r} cannot be "
+            f"encoded ({type(exc).__name__}: {exc}); nothing was stored"
+        ) from exc
+    try:
+        decode_payload(payload, allowed=allowed, checkpoint_id=checkpoint_id)
+    except WorkflowCheckpointException as exc:
+        raise WorkflowCheckpointException(
+            f"Refusing to save checkpoint {checkpoint_id!r} of workflow "
+            f"{checkpoint.workflow_name!r}: it could not be restored. {exc} Nothing was stored."
+        ) from exc
+    workflow_name = _checked_workflow_name(checkpoint.workflow_name)
+    tags, extra = checkpoint_tags(
+        checkpoint_id, workflow_name, checkpoint.timestamp, checkpoint.previous_checkpoint_id
+    )
+    return payload, tags, extra
+
+
 async def _bound(context: FoundryAgentRequestContext, coro: Coroutine[Any, Any, T]) -> T:
     """Run ``coro`` with ``context`` as the request context (task-local: nothing leaks)."""
     from azure.ai.agentserver.core import set_request_context
 
     set_request_context(context)
     return await coro
-
-
-def _iso_from_tag(tag: str) -> str | None:
-    """The ISO 8601 UTC instant of a ``ts`` tag (see ``sortable_timestamp``), or None."""
-    try:
-        micros = int(tag) if not tag.startswith("-") else int(tag[1:]) - 10**19
-    except ValueError:
-        return None
-    try:
-        moment = datetime(1970, 1, 1, tzinfo=timezone.utc) + timedelta(microseconds=micros)
-    except OverflowError:
-        return None
-    return moment.isoformat()
-
-
-def _untag(tag: str | None) -> str | None:
-    if tag is None or tag == _EMPTY_TAG:
-        return None if tag is None else ""
-    return unescape(tag) or tag  # a hashed tag ("!" + sha256) is shown as it is
-
-
-@dataclass(frozen=True)
-class StoredCheckpoint:
-    """What the store says about one MAF checkpoint, read from its key and tags only.
-
-    ``size`` (bytes of the stored item value) and ``spilled`` (the checkpoint lives in the
-    spill store) are known only from :meth:`FoundryCheckpointStorage.inspect`, which reads the
-    item (without decoding it); listings leave them None. ``timestamp`` is the checkpoint's
-    own timestamp in ISO 8601 UTC.
-
-    Example:
-        >>> StoredCheckpoint("c2", "triage", "c1", "2026-01-01T00:00:00+00:00").previous
-        'c1'
-    """
-
-    checkpoint_id: str
-    workflow_name: str
-    previous: str | None
-    timestamp: str | None
-    size: int | None = None
-    spilled: bool | None = None
 
 
 class FoundryCheckpointStorage(CoreOwner):
@@ -304,6 +201,7 @@ class FoundryCheckpointStorage(CoreOwner):
     ) -> None:
         self._core = core
         self._context_id = context_id
+        self._items = ContextItems(core, context_id)
         self._allowed = allowed
         self._owns_core = owns_core
         self._request_context = request_context
@@ -378,8 +276,8 @@ class FoundryCheckpointStorage(CoreOwner):
             )
         checkpoint_id = _checked_checkpoint_id(checkpoint.checkpoint_id)
         try:
-            payload, tags, extra = self._prepare(checkpoint, checkpoint_id)
-            await self._run(self._write(checkpoint_id, payload, tags, extra))
+            payload, tags, extra = _prepared(checkpoint, checkpoint_id, self._allowed)
+            await self._run(self._items.write(checkpoint_id, payload, tags, extra))
         except Exception as exc:
             self._save_failures += 1
             if isinstance(exc, WorkflowCheckpointException):
@@ -410,7 +308,7 @@ class FoundryCheckpointStorage(CoreOwner):
         processes and Python versions because it hashes what was stored, not a re-encoding.
         """
         checkpoint_id = _checked_checkpoint_id(checkpoint_id)
-        payload = await self._run(self._read(checkpoint_id))
+        payload = await self._run(self._items.read(checkpoint_id))
         checkpoint = decode_payload(payload, allowed=self._allowed, checkpoint_id=checkpoint_id)
         return checkpoint, payload_hash(payload)
 
@@ -430,7 +328,7 @@ class FoundryCheckpointStorage(CoreOwner):
 
     async def _decodable(self, workflow_name: str, caller: str) -> list[WorkflowCheckpoint]:
         """Every checkpoint of ``workflow_name`` that decodes, oldest first; the rest logged."""
-        found = await self._run(self._read_all(workflow_name, caller))
+        found = await self._run(self._items.read_all(workflow_name, caller))
         out: list[WorkflowCheckpoint] = []
         for checkpoint_id, payload in found:
             checkpoint = self._decode_or_skip(payload, checkpoint_id, caller)
@@ -452,7 +350,7 @@ class FoundryCheckpointStorage(CoreOwner):
     async def delete(self, checkpoint_id: CheckpointID) -> bool:
         """Delete checkpoint ``checkpoint_id`` (and its spilled blob); False when absent."""
         checkpoint_id = _checked_checkpoint_id(checkpoint_id)
-        return await self._run(self._delete(checkpoint_id))
+        return await self._run(self._items.delete(checkpoint_id))
 
     async def get_latest(self, *, workflow_name: str) -> WorkflowCheckpoint | None:
         """A new copy of the newest checkpoint of ``workflow_name``, or None.
@@ -472,7 +370,7 @@ class FoundryCheckpointStorage(CoreOwner):
         """
         workflow_name = _checked_workflow_name(workflow_name)
         try:
-            found = await self._run(self._read_latest(workflow_name))
+            found = await self._run(self._items.read_latest(workflow_name))
         except WorkflowCheckpointException as exc:
             logger.error("get_latest skips a checkpoint: %s", exc)
         else:
@@ -524,13 +422,9 @@ class FoundryCheckpointStorage(CoreOwner):
             >>> asyncio.run(demo())  # doctest: +SKIP
             ['3f2a…', '9c1d…']
         """
-        tags = (
-            {_TAG_KIND: _KIND}
-            if workflow_name is None
-            else self._filter(_checked_workflow_name(workflow_name))
-        )
-        keys = await self._run(self._keys(tags))
-        return [self._stored(key) for key in _oldest_first(keys)]
+        tags = kind_filter(None if workflow_name is None else _checked_workflow_name(workflow_name))
+        keys = await self._run(self._items.keys(tags))
+        return [stored(key) for key in oldest_first(keys)]
 
     async def inspect(self, checkpoint_id: CheckpointID) -> StoredCheckpoint:
         """:meth:`list_stored`'s record of one checkpoint with its ``size`` and ``spilled``
@@ -545,7 +439,7 @@ class FoundryCheckpointStorage(CoreOwner):
             False
         """
         checkpoint_id = _checked_checkpoint_id(checkpoint_id)
-        return await self._run(self._inspect(checkpoint_id))
+        return await self._run(self._items.inspect(checkpoint_id))
 
     async def delete_context(self) -> int:
         """Delete every checkpoint of this context (and its spilled blobs); returns how many
@@ -558,7 +452,7 @@ class FoundryCheckpointStorage(CoreOwner):
             >>> asyncio.run(demo())  # doctest: +SKIP
             4
         """
-        return await self._run(self._delete_context())
+        return await self._run(self._items.delete_context())
 
     async def prune(self, *, keep: int = 1, workflow_name: str | None = None) -> int:
         """Delete all but the newest ``keep`` checkpoints of each workflow of this context (or
@@ -583,7 +477,7 @@ class FoundryCheckpointStorage(CoreOwner):
         deleted = 0
         for records in by_workflow.values():
             for record in records[: max(0, len(records) - keep)]:
-                deleted += await self._run(self._delete(record.checkpoint_id))
+                deleted += await self._run(self._items.delete(record.checkpoint_id))
         return deleted
 
     async def gc(
@@ -602,214 +496,11 @@ class FoundryCheckpointStorage(CoreOwner):
             0
         """
         return await self._run(
-            self._core.gc(_referenced, grace_seconds=grace_seconds, dry_run=dry_run)
-        )
-
-    def _stored(self, key: ItemKey, value: Mapping[str, Any] | None = None) -> StoredCheckpoint:
-        tags = _tags_of(key)
-        workflow = value.get(_EXTRA_WF) if value else None
-        return StoredCheckpoint(
-            checkpoint_id=self._id_from(key, value),
-            workflow_name=workflow
-            if isinstance(workflow, str)
-            else _untag(tags.get(_TAG_WF)) or "",
-            previous=_untag(tags.get(_TAG_PREV)),
-            timestamp=_iso_from_tag(tags.get(_TAG_TS, "")),
+            self._core.gc(referenced, grace_seconds=grace_seconds, dry_run=dry_run)
         )
 
     # -- helpers on the caller's side -------------------------------------------------------
-    def _prepare(
-        self, checkpoint: WorkflowCheckpoint, checkpoint_id: str
-    ) -> tuple[bytes, dict[str, str], dict[str, str]]:
-        try:
-            payload = encode_payload(checkpoint)
-        except Exception as exc:
-            raise WorkflowCheckpointException(
-                f"Checkpoint {checkpoint_id!r} of workflow {checkpoint.workflow_name!r} cannot be "
-                f"encoded ({type(exc).__name__}: {exc}); nothing was stored"
-            ) from exc
-        try:
-            decode_payload(payload, allowed=self._allowed, checkpoint_id=checkpoint_id)
-        except WorkflowCheckpointException as exc:
-            raise WorkflowCheckpointException(
-                f"Refusing to save checkpoint {checkpoint_id!r} of workflow "
-                f"{checkpoint.workflow_name!r}: it could not be restored. {exc} Nothing was stored."
-            ) from exc
-        workflow_name = _checked_workflow_name(checkpoint.workflow_name)
-        tags = {
-            _TAG_KIND: _KIND,
-            _TAG_WF: _tag(workflow_name),
-            _TAG_ID: _tag(checkpoint_id),
-            _TAG_TS: sortable_timestamp(checkpoint.timestamp, checkpoint_id),
-        }
-        previous = checkpoint.previous_checkpoint_id
-        if previous:
-            tags[_TAG_PREV] = _tag(previous)
-        extra = {_EXTRA_ID: checkpoint_id, _EXTRA_WF: workflow_name}
-        return payload, tags, extra
-
     async def _run(self, coro: Coroutine[Any, Any, T]) -> T:
         if self._request_context is not None:
             coro = _bound(self._request_context, coro)
         return await self._core.arun(coro)
-
-    def _filter(self, workflow_name: str) -> dict[str, str]:
-        return {_TAG_KIND: _KIND, _TAG_WF: _tag(workflow_name)}
-
-    # -- coroutines on the core's loop ------------------------------------------------------
-    async def _scope(self) -> Scope:
-        return await self._core.scope(self._context_id)
-
-    async def _existing(self) -> Scope | None:
-        """The scope for a read: None when the context's store does not exist (not created)."""
-        return await self._core.scope(self._context_id, create=False)
-
-    async def _write(
-        self, checkpoint_id: str, payload: bytes, tags: dict[str, str], extra: dict[str, str]
-    ) -> None:
-        scope = await self._scope()
-        key = item_key(_KEY_WORD, checkpoint_id)
-        value = await scope.encode(key, payload, tags=tags, extra=extra)
-        await scope.store.set_item(key, value, tags=tags)
-        await scope.touch()
-
-    async def _payload(
-        self, scope: Scope, key: str, value: Mapping[str, Any], checkpoint_id: str
-    ) -> bytes:
-        try:
-            return await scope.decode(value, key=key)
-        except FoundryCheckpointError as exc:
-            typed = isinstance(exc, CorruptPayloadError)
-            raise (CheckpointDecodeError if typed else WorkflowCheckpointException)(
-                f"Checkpoint {checkpoint_id!r} in context {self._context_id!r} cannot be read: "
-                f"{exc}"
-            ) from exc
-
-    async def _read(self, checkpoint_id: str) -> bytes:
-        scope = await self._existing()
-        key = item_key(_KEY_WORD, checkpoint_id)
-        item = None if scope is None else await scope.store.get_item(key)
-        if item is None:
-            # MAF's own wording first (code matches on it), then where this store looked.
-            raise WorkflowCheckpointException(
-                f"No checkpoint found with ID {checkpoint_id} (context {self._context_id!r} of "
-                f"store {self._core.name_for(self._context_id)!r})"
-            )
-        assert scope is not None
-        return await self._payload(scope, key, item.value, checkpoint_id)
-
-    async def _read_latest(self, workflow_name: str) -> tuple[str, bytes] | None:
-        scope = await self._existing()
-        if scope is None:
-            return None
-        tags = self._filter(workflow_name)
-        for _ in range(_LATEST_ATTEMPTS):
-            candidates = await newest_second(scope.store, tags)
-            if not candidates:
-                return None
-            best = _pick_latest(candidates)
-            item = await scope.store.get_item(best.key)
-            if item is None:  # deleted since it was listed: look again
-                continue
-            checkpoint_id = self._id_from(best, item.value)
-            return checkpoint_id, await self._payload(scope, best.key, item.value, checkpoint_id)
-        return None
-
-    @staticmethod
-    def _id_from(key: ItemKey, value: Mapping[str, Any] | None) -> str:
-        full = value.get(_EXTRA_ID) if value else None
-        if isinstance(full, str):
-            return full
-        return unescape(_tags_of(key).get(_TAG_ID, "")) or ""
-
-    async def _read_all(self, workflow_name: str, caller: str) -> list[tuple[str, bytes]]:
-        scope = await self._existing()
-        if scope is None:
-            return []
-        keys = _oldest_first(await scope.keys(self._filter(workflow_name)))
-        gate = asyncio.Semaphore(_READ_CONCURRENCY)
-
-        async def _one(key: ItemKey) -> tuple[str, bytes] | None:
-            async with gate:
-                item = await scope.store.get_item(key.key)
-                if item is None:
-                    return None
-                checkpoint_id = self._id_from(key, item.value)
-                try:
-                    return checkpoint_id, await self._payload(
-                        scope, key.key, item.value, checkpoint_id
-                    )
-                except WorkflowCheckpointException as exc:
-                    logger.error("%s skips a checkpoint: %s", caller, exc)
-                    return None
-
-        results = await asyncio.gather(*(_one(k) for k in keys))
-        return [r for r in results if r is not None]
-
-    async def _keys(self, tags: Mapping[str, str]) -> list[ItemKey]:
-        scope = await self._existing()
-        return [] if scope is None else await scope.keys(tags)
-
-    async def _inspect(self, checkpoint_id: str) -> StoredCheckpoint:
-        scope = await self._existing()
-        key = item_key(_KEY_WORD, checkpoint_id)
-        found = (
-            []
-            if scope is None
-            else await scope.keys({_TAG_KIND: _KIND, _TAG_ID: _tag(checkpoint_id)})
-        )
-        match = next((k for k in found if k.key == key), None)
-        item = None if scope is None or match is None else await scope.store.get_item(key)
-        if match is None or item is None:
-            raise WorkflowCheckpointException(
-                f"No checkpoint found with ID {checkpoint_id} (context {self._context_id!r} of "
-                f"store {self._core.name_for(self._context_id)!r})"
-            )
-        record = self._stored(match, item.value)
-        size = len(json.dumps(item.value, separators=(",", ":")).encode("utf-8"))
-        spilled = _codec.spilled_digest(item.value) is not None
-        return StoredCheckpoint(
-            record.checkpoint_id,
-            record.workflow_name,
-            record.previous,
-            record.timestamp,
-            size=size,
-            spilled=spilled,
-        )
-
-    async def _delete_context(self) -> int:
-        scope = await self._existing()
-        if scope is None:
-            await self._core.unregister(self._context_id)
-            return 0
-        count = len(await scope.keys({_TAG_KIND: _KIND}))
-        await scope.purge()
-        return count
-
-    async def _delete(self, checkpoint_id: str) -> bool:
-        scope = await self._existing()
-        if scope is None:
-            return False
-        key = item_key(_KEY_WORD, checkpoint_id)
-        item = await scope.store.get_item(key)
-        if item is None:
-            return False
-        await scope.store.delete_item(key)
-        digest = _codec.spilled_digest(item.value)
-        spill = self._core.spill
-        if digest is not None and spill is not None:
-            namespace = await scope.namespace(create=False)
-            if namespace is not None:
-                await spill.delete(namespace, [digest])
-        return True
-
-
-async def _referenced(scope: Scope) -> set[str]:
-    """Every blob a context's checkpoints reference (each item is read, none decoded)."""
-    found: set[str] = set()
-    for key in await scope.keys({_TAG_KIND: _KIND}):
-        item = await scope.store.get_item(key.key)
-        digest = None if item is None else _codec.spilled_digest(item.value)
-        if digest is not None:
-            found.add(digest)
-    return found

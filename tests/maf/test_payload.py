@@ -12,8 +12,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from foundry_checkpoint._naming import escape, unescape
-from foundry_checkpoint_maf._payload import sortable_timestamp, type_keys
-from foundry_checkpoint_maf._storage import _pick_latest
+from foundry_checkpoint_maf._payload import type_keys
+from foundry_checkpoint_maf._records import pick_latest, sortable_timestamp
 
 
 def _key(cid: str, ts: str, prev: str | None) -> StateStoreItemKey:
@@ -39,19 +39,19 @@ def test_pick_latest_follows_lineage_whatever_the_listing_order(seed: int) -> No
     older = [_key(f"z{i}", "4", None) for i in range(5)]
     listed = chain + older
     random.Random(seed).shuffle(listed)
-    assert _pick_latest(listed).key == "k/c2"
+    assert pick_latest(listed).key == "k/c2"
 
 
 def test_pick_latest_prefers_the_newer_timestamp_over_lineage() -> None:
     parent = _key("a", "00000000000000000009", None)
     child = _key("b", "00000000000000000008", "a")  # written later by a skewed clock
-    assert _pick_latest([child, parent]).key == "k/a"
+    assert pick_latest([child, parent]).key == "k/a"
 
 
 def test_pick_latest_breaks_forks_deterministically() -> None:
     root = _key("r", "5", None)
     left, right = _key("l", "5", "r"), _key("x", "5", "r")
-    assert _pick_latest([root, left, right]).key == _pick_latest([right, root, left]).key
+    assert pick_latest([root, left, right]).key == pick_latest([right, root, left]).key
 
 
 @given(

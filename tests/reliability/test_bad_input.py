@@ -37,6 +37,7 @@ from foundry_checkpoint._langgraph._records import (
 )
 from foundry_checkpoint_maf import FoundryCheckpointStorage
 from foundry_checkpoint_maf._payload import encode_payload
+from foundry_checkpoint_maf._records import checkpoint_tags
 
 from ._worker import big_value
 
@@ -373,12 +374,12 @@ async def test_maf_nesting_too_deep_is_a_corrupt_payload(store_env: Any) -> None
     async with FoundryCheckpointStorage("c", **store_env.kwargs()) as storage:
         checkpoint = WorkflowCheckpoint(workflow_name="wf", graph_signature_hash="h")
         cid = checkpoint.checkpoint_id
-        _, tags, extra = storage._prepare(checkpoint, cid)
+        tags, extra = checkpoint_tags(cid, "wf", checkpoint.timestamp, None)
         deep = encode_payload(checkpoint).replace(
             b'"state":{}', b'"state":' + b"[" * 100_000 + b"]" * 100_000
         )
         assert deep != encode_payload(checkpoint)
-        await storage._run(storage._write(cid, deep, tags, extra))
+        await storage._run(storage._items.write(cid, deep, tags, extra))
         with pytest.raises(CorruptPayloadError):
             await storage.load(cid)
         with pytest.raises(CorruptPayloadError):

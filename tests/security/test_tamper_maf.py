@@ -36,6 +36,7 @@ from foundry_checkpoint_maf._payload import (
     decode_payload,
     encode_payload,
 )
+from foundry_checkpoint_maf._records import checkpoint_tags
 from tests.cli.conftest import Cli
 
 from ._gadgets import global_call_pickle, pickle_envelope, touch_expression, type_adapter_pickle
@@ -70,8 +71,9 @@ async def _plant(attacker: FoundryCheckpointStorage, gadget: bytes) -> str:
     """Write a checkpoint holding ``gadget`` as a raw item, skipping the save-time check."""
     checkpoint = WorkflowCheckpoint(workflow_name=WF, graph_signature_hash="h", state={"n": 1})
     cid = checkpoint.checkpoint_id
-    _, tags, extra = attacker._prepare(checkpoint, cid)
-    await attacker._run(attacker._write(cid, _planted_payload(checkpoint, gadget), tags, extra))
+    tags, extra = checkpoint_tags(cid, WF, checkpoint.timestamp, None)
+    payload = _planted_payload(checkpoint, gadget)
+    await attacker._run(attacker._items.write(cid, payload, tags, extra))
     return cid
 
 
