@@ -37,10 +37,12 @@ demo: $(STAMP)
 test: $(STAMP) $(NODE_STAMP) chromium
 	$(PY) -m pytest -q
 
-# A fast subset (under 30 s): the unit tests without the multi-process runs and without the
-# hosted-mode cases (those start the emulator). `make test` runs everything.
+# A fast subset (under 30 s): tests/unit without the tests marked as needing the emulator,
+# Azurite, several processes, a notebook kernel or a long time (markers in pyproject.toml,
+# applied in tests/conftest.py). `make test` runs everything.
+UNIT_MARKERS := not emulator and not azurite and not multiprocess and not notebooks and not slow
 unit: $(STAMP)
-	$(PY) -m pytest -q -p no:cacheprovider tests/unit -k "not four_processes and not hosted"
+	$(PY) -m pytest -q -p no:cacheprovider -m "$(UNIT_MARKERS)" tests/unit
 
 # The suite on the newest pre-releases, in a venv of its own: install as usual (without the
 # constraints file), then upgrade the frameworks and hosts with --pre past the extras' upper

@@ -4,6 +4,11 @@
 arguments an adapter needs: local mode uses a fresh ``AGENTSERVER_STATE_ROOT``; hosted mode
 points the real ``FoundryStateStore`` client at the session's loopback emulator with a fresh
 store prefix per test.
+
+``pytest_collection_modifyitems`` marks every test by what it needs (the markers are declared in
+``pyproject.toml``): a test that reaches the emulator (the ``emulator`` fixture, a hosted
+``store_env``) is ``emulator``, one that reaches Azurite is ``azurite``, one that runs several
+processes is ``multiprocess``. Tests whose needs no fixture shows carry explicit marks.
 """
 
 from __future__ import annotations
@@ -18,6 +23,46 @@ import pytest
 
 from tests._azurite_fixtures import azurite  # noqa: F401  (session fixture)
 from tests._emulator_fixtures import emulator  # noqa: F401  (session fixture)
+
+#: Fixtures and the markers a test using them gets (directly or through another fixture).
+FIXTURE_MARKS: dict[str, tuple[str, ...]] = {
+    "emulator": ("emulator",),
+    "emu": ("emulator",),  # tests/emulator: the session emulator, faults cleared
+    "clocked_emulator": ("emulator",),  # tests/emulator: an emulator on a manual clock
+    "emulator_proc": ("emulator", "multiprocess"),  # tests/reliability: the emulator's own process
+    "platform": ("emulator", "multiprocess"),  # tests/hosts: sample apps as hosted agents
+    "worker_ctx": ("multiprocess",),  # tests/reliability: workers killed and resumed
+    "azurite": ("azurite",),
+}
+
+#: Parametrised cases whose fixture asks for a service at run time (``getfixturevalue``).
+PARAM_MARKS: dict[tuple[str, object], tuple[str, ...]] = {
+    ("store_mode", "hosted"): ("emulator",),
+    ("stored_env", "hosted"): ("emulator",),  # tests/samples: the CLI on what samples stored
+    ("kill_env", "emulator"): ("emulator",),  # tests/reliability: workers on the emulator
+    ("harness", "azure"): ("azurite",),  # tests/blob: the Azurite-backed spill harness
+}
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Mark each test by the services and processes it needs (see ``FIXTURE_MARKS``).
+
+    A module whose hosted cases also reach Azurite (a shared blob container for spilled values)
+    says so with ``HOSTED_MARKS = ("azurite",)``.
+    """
+    for item in items:
+        names: set[str] = set()
+        for fixture in getattr(item, "fixturenames", ()):
+            names.update(FIXTURE_MARKS.get(fixture, ()))
+        callspec = getattr(item, "callspec", None)
+        params = callspec.params if callspec is not None else {}
+        for key, value in params.items():
+            if isinstance(value, str):
+                names.update(PARAM_MARKS.get((key, value), ()))
+        if params.get("store_mode") == "hosted":
+            names.update(getattr(getattr(item, "module", None), "HOSTED_MARKS", ()))
+        for name in sorted(names):
+            item.add_marker(name)
 
 
 @dataclass

@@ -22,6 +22,8 @@ from foundry_checkpoint.emulator import FoundryEmulator
 from foundry_checkpoint.emulator._credential import token_for_user, user_for_token
 from foundry_checkpoint.emulator._platform import AGENT_IDENTITY
 
+pytestmark = pytest.mark.emulator
+
 ROOT = Path(__file__).resolve().parents[2]
 
 # Runs in the agent's process: the default credential path and a store call as a platform request.

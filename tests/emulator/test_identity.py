@@ -130,6 +130,7 @@ async def test_unknown_call_id_is_forbidden_on_every_call_type(
         assert item is not None and item.value == {"v": 1}  # nothing changed
 
 
+@pytest.mark.emulator
 def test_bind_call_checks_its_input() -> None:
     emu = FoundryEmulator()
     emu.bind_call("c-1", "alice")
@@ -144,6 +145,7 @@ def test_bind_call_checks_its_input() -> None:
     assert len(minted) == 50 and all(emu.user_for_call(c) == "alice" for c in minted)
 
 
+@pytest.mark.emulator
 def test_bindings_survive_a_restart() -> None:
     emu = FoundryEmulator()
     call_id = emu.mint_call("alice")
@@ -153,6 +155,7 @@ def test_bindings_survive_a_restart() -> None:
         assert emu.user_for_call(call_id) == "alice"
 
 
+@pytest.mark.emulator
 def test_emulator_command_binds_call_ids(tmp_path: Path) -> None:
     """``python -m foundry_checkpoint.emulator --bind CALL_ID=USER`` serves that binding."""
     root = Path(__file__).resolve().parents[2]

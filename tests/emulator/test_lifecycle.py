@@ -37,6 +37,7 @@ async def _put_get(endpoint: str, ca_file: str, key: str, value: dict[str, Any])
         await store.aclose()
 
 
+@pytest.mark.emulator
 def test_sync_context_manager(monkeypatch: pytest.MonkeyPatch) -> None:
     hosted_env(monkeypatch)
     with FoundryEmulator() as emu:
@@ -53,6 +54,7 @@ def test_sync_context_manager(monkeypatch: pytest.MonkeyPatch) -> None:
         _ = emu.endpoint
 
 
+@pytest.mark.emulator
 async def test_async_context_manager_and_restart_of_one_instance(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
@@ -91,6 +93,7 @@ async def test_server_survives_a_caller_that_blocks_its_own_loop(
     assert result["item"].value == {"v": 2}
 
 
+@pytest.mark.emulator
 async def test_restart_on_the_same_data_file(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -174,6 +177,7 @@ def _stop_cli(proc: subprocess.Popen[str], signum: int) -> None:
     assert proc.returncode == 0, stderr
 
 
+@pytest.mark.emulator
 def test_command_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     hosted_env(monkeypatch)
     data = tmp_path / "cli.sqlite"
@@ -193,6 +197,7 @@ def test_command_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
         _stop_cli(proc, signal.SIGINT)
 
 
+@pytest.mark.emulator
 def test_command_line_refuses_what_it_cannot_serve(tmp_path: Path) -> None:
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO_ROOT), env.get("PYTHONPATH")]))

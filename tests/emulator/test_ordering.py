@@ -26,6 +26,7 @@ async def _listed_order(seed: int) -> list[str]:
     return asc
 
 
+@pytest.mark.emulator
 async def test_tie_order_depends_on_the_seed_only(monkeypatch: pytest.MonkeyPatch) -> None:
     hosted_env(monkeypatch)
     first, second, first_again = (

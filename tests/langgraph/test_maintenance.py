@@ -16,6 +16,8 @@ from foundry_checkpoint import AzureBlobSpill, FoundryCheckpointer, LocalSpill
 from foundry_checkpoint._core import DEFAULT_GC_GRACE_SECONDS
 from tests.langgraph._util import cfg
 
+#: Hosted cases spill to Azurite (``spill_saver``; tests/conftest.py marks them).
+HOSTED_MARKS = ("azurite",)
 VALUE = 300 * 1024  # above the 256 KiB per-channel spill threshold, below the item limit
 
 

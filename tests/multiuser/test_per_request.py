@@ -42,6 +42,8 @@ BLOB = random.Random(7).randbytes(300_000)
 #: A MAF state over the 1 MB item limit even compressed: the checkpoint spills.
 DOC = random.Random(8).randbytes(900_000).hex()
 THREADS = ("main",)
+#: Hosted cases spill to a blob container in Azurite (tests/conftest.py marks them).
+HOSTED_MARKS = ("azurite",)
 LG_OPS = ("delete_thread", "prune", "delete_for_runs", "copy_thread", "gc")
 
 
@@ -148,7 +150,7 @@ def _threads(saver: FoundryCheckpointer) -> set[str]:
     return {t.config["configurable"]["thread_id"] for t in saver.list(None)}
 
 
-@pytest.mark.parametrize("count", [2, 20])
+@pytest.mark.parametrize("count", [2, pytest.param(20, marks=pytest.mark.slow)])
 @pytest.mark.parametrize("durability", ["sync", "async", "exit"])
 def test_one_checkpointer_many_users(
     store_env: StoreEnv, request: pytest.FixtureRequest, durability: str, count: int
@@ -281,7 +283,7 @@ def _agent_config(hosted: bool) -> AgentConfig:
     )
 
 
-@pytest.mark.parametrize("count", [2, 20])
+@pytest.mark.parametrize("count", [2, pytest.param(20, marks=pytest.mark.slow)])
 def test_one_provider_many_users(
     store_env: StoreEnv, request: pytest.FixtureRequest, count: int
 ) -> None:

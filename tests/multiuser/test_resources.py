@@ -32,6 +32,8 @@ MAX_FD_GROWTH = 4
 MAX_RSS_GROWTH_KIB = 16 * 1024
 
 
+@pytest.mark.multiprocess
+@pytest.mark.slow
 @pytest.mark.skipif(not Path("/proc/self/fd").is_dir(), reason="counts descriptors in /proc")
 def test_two_thousand_threads_one_credential_flat_descriptors_and_memory(
     emulator: FoundryEmulator, tmp_path: Path

@@ -57,6 +57,7 @@ def _fresh(tmp_path: Path, wheel: Path, extras: str) -> Path:
     return python
 
 
+@pytest.mark.slow
 def test_langgraph_only(tmp_path: Path, wheel: Path) -> None:
     python = _fresh(tmp_path, wheel, "langgraph")
     env = _clean_env(tmp_path / "state")
@@ -68,6 +69,7 @@ def test_langgraph_only(tmp_path: Path, wheel: Path) -> None:
     assert missing.returncode != 0  # the MAF extra was not pulled in
 
 
+@pytest.mark.slow
 def test_maf_only_then_the_command_line(tmp_path: Path, wheel: Path) -> None:
     python = _fresh(tmp_path, wheel, "maf")
     env = _clean_env(tmp_path / "state")

@@ -46,6 +46,8 @@ def _start(role: str, root: Path, report: Path) -> subprocess.Popen[bytes]:
     )
 
 
+@pytest.mark.multiprocess
+@pytest.mark.slow
 def test_concurrent_prune_and_put_lose_no_blob(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

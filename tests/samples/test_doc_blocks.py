@@ -20,9 +20,18 @@ from ._doc_blocks import NOT_RUN, PAGES, ROOT, blocks
 #: Counts of the blocks by kind, over the pages run in this session (printed at the end).
 TALLY: Counter[str] = Counter()
 _WITH_BLOCKS = [page for page in PAGES if blocks(page)]
+#: What in a page's text starts the emulator (a block, a background command or a setup).
+_EMULATOR_WORDS = ("FoundryEmulator", "foundry_checkpoint.emulator", "setup=emulator")
 
 
-@pytest.mark.parametrize("page", _WITH_BLOCKS, ids=lambda p: str(p.relative_to(ROOT)))
+def _page(page: Path) -> object:
+    text = page.read_text(encoding="utf-8")
+    uses_emulator = any(word in text for word in _EMULATOR_WORDS)
+    marks = [pytest.mark.emulator] if uses_emulator else []
+    return pytest.param(page, marks=marks, id=str(page.relative_to(ROOT)))
+
+
+@pytest.mark.parametrize("page", [_page(page) for page in _WITH_BLOCKS])
 def test_page_blocks(page: Path, sample_env: dict[str, str], tmp_path: Path) -> None:
     work = tmp_path / "work"
     work.mkdir()

@@ -45,6 +45,7 @@ def test_notebooks_are_stored_without_outputs() -> None:
         assert all(not c.get("outputs") for c in notebook.cells if c.cell_type == "code"), path.name
 
 
+@pytest.mark.notebooks
 def test_langgraph_quickstart_notebook(
     sample_env: dict[str, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -59,6 +60,7 @@ def test_langgraph_quickstart_notebook(
     assert (tmp_path / "state" / "foundry_checkpoint" / "state.sqlite3").is_file()
 
 
+@pytest.mark.notebooks
 def test_maf_quickstart_notebook(
     sample_env: dict[str, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -69,6 +71,7 @@ def test_maf_quickstart_notebook(
     assert "latest is the newest id: True" in out
 
 
+@pytest.mark.notebooks
 def test_autogen_team_notebook(
     sample_env: dict[str, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -106,6 +106,7 @@ def test_maf_human_in_the_loop(sample_env: dict[str, str]) -> None:
     ]
 
 
+@pytest.mark.emulator
 def test_hosted_offline(sample_env: dict[str, str], tmp_path: Path) -> None:
     out = run("hosted_offline.py", sample_env)
     assert "backend: hosted" in out
@@ -121,6 +122,7 @@ def test_hosted_offline(sample_env: dict[str, str], tmp_path: Path) -> None:
     assert not (tmp_path / "state" / "foundry_checkpoint" / "state.sqlite3").exists()
 
 
+@pytest.mark.emulator
 def test_hosted_agents_offline(sample_env: dict[str, str]) -> None:
     out = run("hosted_agents_offline.py", sample_env)
     assert out[:10] == [

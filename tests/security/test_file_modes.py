@@ -87,6 +87,7 @@ def test_an_existing_open_folder_is_kept_with_a_warning(
     assert spill.directory == shared
 
 
+@pytest.mark.emulator
 def test_an_existing_open_database_is_kept_with_a_warning(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -113,6 +114,7 @@ def _use_emulator(emu: Any, monkeypatch: pytest.MonkeyPatch) -> None:
         build(saver).invoke({"steps": []}, cfg("t1"))
 
 
+@pytest.mark.emulator
 def test_the_emulator_data_file_is_private(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     data = tmp_path / "emu" / "state.sqlite3"
     with FoundryEmulator(data=data) as emu:

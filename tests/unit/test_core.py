@@ -1,13 +1,10 @@
-"""The shared core: store registry, isolation check, pass-through options, processes, lifecycle."""
+"""The shared core: store registry, isolation check, pass-through options, lifecycle."""
 
 from __future__ import annotations
 
 import asyncio
-import multiprocessing
 import os
 from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
-from typing import Any
 
 import pytest
 from azure.ai.agentserver.core.storage import FoundryStateStore
@@ -142,48 +139,6 @@ def test_sync_use_from_inside_a_running_loop_and_eight_threads(store_env: StoreE
         core.close()
 
 
-def _writer(root: str, backend: str, worker: int, count: int) -> None:
-    os.environ["AGENTSERVER_STATE_ROOT"] = root
-    os.environ.pop("FOUNDRY_HOSTING_ENVIRONMENT", None)
-    core = CheckpointCore(store_prefix="procs", scope_word="thread", local_backend=backend)  # type: ignore[arg-type]
-
-    async def write() -> None:
-        scope = await core.scope("shared")
-        for i in range(count):
-            await scope.store.set_item(f"w{worker}-{i}", {"i": i})
-
-    try:
-        core.run(write())
-    finally:
-        core.close()
-
-
-@pytest.mark.parametrize(("backend", "count"), [("sqlite", 100), ("sdk", 100)])
-def test_four_processes_keep_every_write(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, backend: str, count: int
-) -> None:
-    root = str(tmp_path / "state")
-    monkeypatch.setenv("AGENTSERVER_STATE_ROOT", root)
-    monkeypatch.delenv("FOUNDRY_HOSTING_ENVIRONMENT", raising=False)
-    ctx = multiprocessing.get_context("spawn")
-    procs = [ctx.Process(target=_writer, args=(root, backend, w, count)) for w in range(4)]
-    for p in procs:
-        p.start()
-    for p in procs:
-        p.join(120)
-        assert p.exitcode == 0
-    core = CheckpointCore(store_prefix="procs", scope_word="thread", local_backend=backend)  # type: ignore[arg-type]
-
-    async def count_keys() -> int:
-        scope = await core.scope("shared")
-        return len(await scope.keys())
-
-    try:
-        assert core.run(count_keys()) == 4 * count
-    finally:
-        core.close()
-
-
 def _spilling_core(env: StoreEnv, spill: object, user: str = "alice") -> CheckpointCore:
     return _core(env, user=user, spill=spill)
 
@@ -256,33 +211,6 @@ def test_gc_removes_only_the_callers_unreferenced_old_blobs(store_env: StoreEnv)
     finally:
         alice.close()
         bob.close()
-
-
-def test_a_ca_file_is_loaded_once_not_per_request(
-    emulator: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    # azure-core would build an SSL context (and so a TLS connection) for every request
-    # given connection_verify=<CA file>; the core builds one and reuses its connections.
-    import ssl
-
-    monkeypatch.setenv("FOUNDRY_HOSTING_ENVIRONMENT", "emulator")
-    store_env = StoreEnv("hosted", tmp_path, emulator, prefix=f"ca{os.getpid()}")
-
-    made: list[object] = []
-    original = ssl.create_default_context
-
-    def counting(*args: object, **kwargs: object) -> ssl.SSLContext:
-        made.append(kwargs.get("cafile"))
-        return original(*args, **kwargs)  # type: ignore[arg-type]
-
-    monkeypatch.setattr(ssl, "create_default_context", counting)
-    core = _core(store_env)
-    try:
-        for i in range(20):
-            assert core.run(_roundtrip(core, f"t{i % 2}")) == {"v": 1}
-        assert made == [store_env.emulator.ca_file]
-    finally:
-        core.close()
 
 
 def test_sdk_backend_in_hosted_mode_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:

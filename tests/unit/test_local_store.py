@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
-import multiprocessing
 import threading
 from pathlib import Path
 from typing import Any
@@ -20,9 +18,6 @@ from azure.ai.agentserver.core.storage import (
 from foundry_checkpoint._engine import StateEngine
 from foundry_checkpoint._local_store import EngineStore, default_engine, default_state_root
 from foundry_checkpoint._protocol import StateStoreLike
-
-WRITERS = 4
-ITEMS_PER_WRITER = 100
 
 
 @pytest.fixture
@@ -170,39 +165,3 @@ async def test_calls_run_off_the_event_loop(
     await store.set_item("a", {})
     assert threading.current_thread() is threading.main_thread()
     assert on_loop_thread == [False]
-
-
-def _engine_writer(root: str, writer: int) -> None:
-    async def run() -> None:
-        engine = default_engine(Path(root))
-        store = await EngineStore.get_or_create(
-            engine, "shared", user_isolation=True, item_ttl_seconds=-1
-        )
-        for i in range(ITEMS_PER_WRITER):
-            await store.set_item(f"w{writer}-{i:03d}", {"i": i}, tags={"w": str(writer)})
-        engine.close()
-
-    asyncio.run(run())
-
-
-def test_four_processes_keep_every_write(tmp_path: Path) -> None:
-    context = multiprocessing.get_context("spawn")
-    processes = [
-        context.Process(target=_engine_writer, args=(str(tmp_path), n)) for n in range(WRITERS)
-    ]
-    for process in processes:
-        process.start()
-    for process in processes:
-        process.join(120)
-    assert [p.exitcode for p in processes] == [0] * WRITERS
-
-    engine = StateEngine(tmp_path / "foundry_checkpoint" / "state.sqlite3")
-    seen: set[str] = set()
-    page = engine.list_keys("shared", user="local", limit=100)
-    seen.update(entry["key"] for entry in page["data"])
-    while page["has_more"]:
-        page = engine.list_keys("shared", user="local", limit=100, after=page["last_id"])
-        seen.update(entry["key"] for entry in page["data"])
-    engine.close()
-    assert len(seen) == WRITERS * ITEMS_PER_WRITER
-    assert seen == {f"w{w}-{i:03d}" for w in range(WRITERS) for i in range(ITEMS_PER_WRITER)}

@@ -1,4 +1,4 @@
-"""The core's per-request identity rule and its bounded resources."""
+"""The core's per-request identity rule, and reads of unknown threads that create no store."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from azure.ai.agentserver.core import (
 )
 
 from foundry_checkpoint import FoundryCheckpointer
-from foundry_checkpoint._core import MAX_OPEN_STORES, CheckpointCore, user_key
+from foundry_checkpoint._core import user_key
 from foundry_checkpoint_maf import FoundryCheckpointStorage
 from tests.conftest import StoreEnv
 
@@ -85,63 +85,3 @@ def test_reads_of_unknown_threads_create_no_store(store_env: StoreEnv) -> None:
         asyncio.run(reads())
         if emu is not None:
             assert emu.requests["create_store"] == 0
-
-
-def _hosted_core(env: StoreEnv, **client: Any) -> CheckpointCore:
-    kwargs = env.kwargs()
-    return CheckpointCore(
-        store_prefix=kwargs["store_prefix"],
-        scope_word="thread",
-        credential=kwargs["credential"],
-        endpoint=kwargs["endpoint"],
-        client_kwargs=client,
-    )
-
-
-@pytest.mark.parametrize("store_mode", ["hosted"])
-@pytest.mark.parametrize("verify", ["ca-file", "default", "off"])
-def test_every_client_shares_one_transport(store_env: StoreEnv, verify: str) -> None:
-    client: dict[str, Any] = {}
-    if verify == "ca-file":
-        client["connection_verify"] = store_env.emulator.ca_file
-    elif verify == "off":
-        client["connection_verify"] = False
-    core = _hosted_core(store_env, **client)
-
-    async def transports() -> set[int]:
-        seen = set()
-        for i in range(5):
-            kwargs = core._pipeline_kwargs()
-            assert "connection_verify" not in kwargs
-            seen.add(id(kwargs["transport"]))
-            store = core.client(f"{store_env.prefix}/t/{i}", "")
-            seen.add(id(store._client._pipeline._transport))  # type: ignore[attr-defined]
-        return seen
-
-    try:
-        assert len(core.run(transports())) == 1
-    finally:
-        core.close()
-
-
-@pytest.mark.parametrize("store_mode", ["hosted"])
-def test_open_clients_are_bounded(store_env: StoreEnv) -> None:
-    core = _hosted_core(store_env, connection_verify=store_env.emulator.ca_file)
-
-    async def serve(threads: int) -> None:
-        for i in range(threads):
-            scope = await core.scope(f"bounded-{i}")
-            await scope.store.set_item("k", {"i": i})
-        # a thread whose client was dropped still works (a new client; no store request)
-        store_env.emulator.reset_counts()
-        scope = await core.scope("bounded-0")
-        item = await scope.store.get_item("k")
-        assert item is not None and item.value == {"i": 0}
-        assert store_env.emulator.requests["get_store"] == 0
-
-    try:
-        core.run(serve(MAX_OPEN_STORES + 20))
-        assert len(core._stores) == MAX_OPEN_STORES
-    finally:
-        core.close()
-    assert len(core._stores) == 0

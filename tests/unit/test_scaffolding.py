@@ -43,3 +43,16 @@ def test_every_module_of_the_core_package_is_in_the_layer_map() -> None:
             assert f"`{path.name}`" in section or f"/{path.name}`" in section, path.name
         elif path.is_dir() and not path.name.startswith("__"):
             assert f"foundry_checkpoint/{path.name}/" in section, path.name
+
+
+def test_make_unit_deselects_every_registered_marker() -> None:
+    pyproject = (ROOT / "pyproject.toml").read_text(encoding="utf-8")
+    section = pyproject.split("[tool.pytest.ini_options]", 1)[1].split("\n[", 1)[0]
+    assert "--strict-markers" in section
+    registered = set(re.findall(r'^\s+"(\w+): ', section, re.M))
+    assert registered == {"emulator", "azurite", "multiprocess", "notebooks", "slow"}
+    makefile = (ROOT / "Makefile").read_text(encoding="utf-8")
+    selection = re.search(r"^UNIT_MARKERS := (.*)$", makefile, re.M)
+    assert selection is not None
+    assert set(re.findall(r"not (\w+)", selection.group(1))) == registered
+    assert '-m "$(UNIT_MARKERS)"' in makefile

@@ -5,8 +5,6 @@ from __future__ import annotations
 import asyncio
 import base64
 import json
-import multiprocessing
-import os
 from collections.abc import Generator
 from pathlib import Path
 from typing import Any
@@ -25,9 +23,6 @@ from foundry_checkpoint._local_store import EngineStore
 from foundry_checkpoint._protocol import StateStoreLike
 from foundry_checkpoint._sdk_local import LockedSdkStore, _drive
 from foundry_checkpoint.errors import FoundryCheckpointError
-
-WRITERS = 4
-ITEMS_PER_WRITER = 100
 
 
 @pytest.fixture(autouse=True)
@@ -93,36 +88,6 @@ async def test_a_call_waits_for_the_inter_process_lock(local_mode: Path) -> None
         holder.release()
     ref = await pending
     assert isinstance(ref, StateStoreItemRef)
-
-
-def _sdk_writer(root: str, writer: int) -> None:
-    os.environ["AGENTSERVER_STATE_ROOT"] = root
-    os.environ["AZURE_AI_AGENTSERVER_DISABLE_EXPERIMENTAL_WARNING"] = "true"
-    os.environ.pop("FOUNDRY_HOSTING_ENVIRONMENT", None)
-
-    async def run() -> None:
-        store = await LockedSdkStore.get_or_create(
-            "shared", user_isolation=True, item_ttl_seconds=-1
-        )
-        for i in range(ITEMS_PER_WRITER):
-            await store.set_item(f"w{writer}-{i:03d}", {"i": i})
-        await store.aclose()
-
-    asyncio.run(run())
-
-
-def test_four_processes_keep_every_write(local_mode: Path) -> None:
-    context = multiprocessing.get_context("spawn")
-    processes = [
-        context.Process(target=_sdk_writer, args=(str(local_mode), n)) for n in range(WRITERS)
-    ]
-    for process in processes:
-        process.start()
-    for process in processes:
-        process.join(120)
-    assert [p.exitcode for p in processes] == [0] * WRITERS
-    items = json.loads(_sdk_file(local_mode, "shared").read_text())["items"]
-    assert set(items) == {f"w{w}-{i:03d}" for w in range(WRITERS) for i in range(ITEMS_PER_WRITER)}
 
 
 # ------------------------------------------------------------------------------------ parity
