@@ -18,7 +18,7 @@ SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 $(STAMP): pyproject.toml constraints.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -c constraints.txt -e '.[all,autogen,test,docs]'
+	$(PY) -m pip install --quiet -c constraints.txt -e '.[all,autogen]' --group dev
 	touch $(STAMP)
 
 $(NODE_STAMP): package.json package-lock.json
@@ -50,7 +50,7 @@ unit: $(STAMP)
 test-pre: $(NODE_STAMP) chromium
 	test -x $(PRE_VENV)/bin/python || $(PYTHON) -m venv $(PRE_VENV)
 	$(PRE_VENV)/bin/python -m pip install --quiet --upgrade pip
-	$(PRE_VENV)/bin/python -m pip install --quiet --pre -e '.[all,autogen,test,docs]'
+	$(PRE_VENV)/bin/python -m pip install --quiet --pre -e '.[all,autogen]' --group dev
 	$(PRE_VENV)/bin/python -m pip install --quiet --pre --upgrade $(PRE_PACKAGES)
 	$(PRE_VENV)/bin/python -m pip list 2>/dev/null | grep -iE 'agentserver|agent-framework|langgraph'
 	$(PRE_VENV)/bin/python -m pytest -q

@@ -22,6 +22,7 @@ __all__ = [
     "InvalidStateError",
     "IsolationRefusedError",
     "MissingBlobError",
+    "MissingDependencyError",
 ]
 
 
@@ -90,4 +91,13 @@ class MissingBlobError(FoundryCheckpointError):
 
     The blob was deleted outside this package (for example by a lifecycle rule that is shorter
     than the store's item TTL) or the spill store configuration points at another container.
+    """
+
+
+class MissingDependencyError(FoundryCheckpointError, ImportError):
+    """A part of the package needs a dependency of an extra that is not installed.
+
+    The message names the package and the extra that brings it, for example
+    ``pip install 'foundry-checkpoint[emulator]'`` for the emulator's ``cryptography``. It is
+    also an ``ImportError``, raised when the module that needs it is imported.
     """

@@ -146,7 +146,8 @@ def emulator(
     Same as `python -m foundry_checkpoint.emulator`: prints the endpoint and the CA file to
     use (FOUNDRY_PROJECT_ENDPOINT, --ca-file).
     """
-    from ..emulator.__main__ import main as emulator_main
+    with _common.failures("emulator"):
+        from ..emulator.__main__ import main as emulator_main
 
     argv = ["--port", str(port), "--seed", str(seed), "--host", host]
     if _common.options(ctx, json_out).json:

@@ -18,10 +18,20 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from cryptography import x509
-from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec
-from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+from foundry_checkpoint.errors import MissingDependencyError
+
+try:
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+except ModuleNotFoundError as exc:  # the emulator extra is not installed
+    if (exc.name or "").split(".")[0] != "cryptography":
+        raise
+    raise MissingDependencyError(
+        "foundry_checkpoint.emulator needs the cryptography package to make its TLS "
+        "certificates, and it is not installed: pip install 'foundry-checkpoint[emulator]'"
+    ) from exc
 
 __all__ = ["TlsMaterial", "make_tls_material"]
 
