@@ -19,7 +19,7 @@ from .. import _codec
 from .._core import DEFAULT_GC_GRACE_SECONDS, Scope
 from .._naming import tag_value, unescape
 from .._protocol import ItemKey
-from ..errors import FoundryCheckpointError, MissingBlobError
+from ..errors import FoundryCheckpointError, InvalidArgumentError, MissingBlobError
 from ._config import check_thread
 from ._context import Context, bounded
 from ._history import raw_history
@@ -111,11 +111,17 @@ async def delete_for_runs(ctx: Context, run_ids: Sequence[str]) -> None:
 
 
 async def prune(ctx: Context, thread_ids: Sequence[str], strategy: str, keep: int) -> None:
-    """``FoundryCheckpointer.prune``: keep the newest ``keep`` per namespace, or delete."""
+    """``FoundryCheckpointer.prune``: keep the newest ``keep`` per namespace, or delete.
+
+    Raises:
+        InvalidArgumentError: an unknown ``strategy`` or a ``keep`` below 1.
+    """
     if strategy not in ("keep_latest", "delete"):
-        raise ValueError(f"unknown prune strategy {strategy!r}; use 'keep_latest' or 'delete'")
+        raise InvalidArgumentError(
+            f"unknown prune strategy {strategy!r}; use 'keep_latest' or 'delete'"
+        )
     if isinstance(keep, bool) or not isinstance(keep, int) or keep < 1:
-        raise ValueError(f"keep must be a positive number of checkpoints, got {keep!r}")
+        raise InvalidArgumentError(f"keep must be a positive number of checkpoints, got {keep!r}")
     for raw in thread_ids:
         thread_id = check_thread(raw)
         if strategy == "delete":

@@ -21,7 +21,6 @@ Design, in short (the reasons are in the docstrings below):
 
 from __future__ import annotations
 
-import builtins
 import random
 from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
@@ -38,11 +37,11 @@ from langgraph.checkpoint.base import (
 )
 from langgraph.checkpoint.serde.base import SerializerProtocol
 
-from .._core import DEFAULT_GC_GRACE_SECONDS, CheckpointCore, GcReport, LocalBackend
-from .._lifecycle import CoreOwner
+from .._core import CheckpointCore, LocalBackend
 from .._serde import StrictSerializer
-from . import _history, _list, _maintenance, _read, _write
-from ._context import Caches, Context
+from . import _history, _list, _read, _write
+from ._admin import ThreadAdmin
+from ._context import Caches
 
 if TYPE_CHECKING:
     from azure.core.credentials_async import AsyncTokenCredential
@@ -52,7 +51,7 @@ if TYPE_CHECKING:
 __all__ = ["FoundryCheckpointer"]
 
 
-class FoundryCheckpointer(CoreOwner, BaseCheckpointSaver[str]):
+class FoundryCheckpointer(ThreadAdmin, BaseCheckpointSaver[str]):
     """A LangGraph checkpointer backed by Azure AI Foundry's durable state store.
 
     With no arguments it works everywhere: on a laptop (``FOUNDRY_HOSTING_ENVIRONMENT`` unset) the
@@ -74,7 +73,7 @@ class FoundryCheckpointer(CoreOwner, BaseCheckpointSaver[str]):
     (checkpoint, metadata, channel values, writes) goes through ``serde``, so an
     ``EncryptedSerializer`` encrypts it.
 
-    Keyword arguments:
+    Args:
         store_prefix: prefix of every store name (default ``"langgraph"``).
         credential, endpoint: hosted mode only (defaults: ``DefaultAzureCredential`` and
             ``FOUNDRY_PROJECT_ENDPOINT``).
@@ -105,7 +104,7 @@ class FoundryCheckpointer(CoreOwner, BaseCheckpointSaver[str]):
         >>> _ = builder.add_node("inc", lambda s: {"n": s["n"] + 1})
         >>> _ = builder.add_edge(START, "inc")
         >>> _ = builder.add_edge("inc", END)
-        >>> with FoundryCheckpointer() as saver:  # doctest: +SKIP
+        >>> with FoundryCheckpointer() as saver:
         ...     graph = builder.compile(checkpointer=saver)
         ...     graph.invoke({"n": 1}, {"configurable": {"thread_id": "t-1"}})
         {'n': 2}
@@ -138,20 +137,34 @@ class FoundryCheckpointer(CoreOwner, BaseCheckpointSaver[str]):
         )
         self._caches = Caches()  # shared with with_allowlist clones, like the core
 
-    # -- lifecycle ------------------------------------------------------------------------------
     def __repr__(self) -> str:
         return f"FoundryCheckpointer({self._core.describe()})"
 
-    def _reset(self) -> None:
-        self._caches.threads.clear()
-
-    def _ctx(self) -> Context:
-        """The core, this saver's serializer and the caches, for one call."""
-        return Context(self._core, self.serde, self._caches)
-
-    # -- public API: sync faces -------------------------------------------------------------
+    # -- sync faces -----------------------------------------------------------------------------
     def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
-        """The checkpoint named by ``config`` (the thread's latest without ``checkpoint_id``)."""
+        """The checkpoint named by ``config``, with its pending writes.
+
+        Args:
+            config: ``{"configurable": {"thread_id": ..., "checkpoint_ns": ...,
+                "checkpoint_id": ...}}``; without ``checkpoint_id``, the namespace's latest.
+
+        Returns:
+            The checkpoint tuple, or None when there is no such checkpoint.
+
+        Raises:
+            InvalidIdentifierError: ``config`` names no thread, or an id is not text.
+            CorruptPayloadError: the stored checkpoint cannot be decoded.
+            MissingBlobError: a spilled channel value's blob is gone.
+
+        Example:
+            >>> from langgraph.checkpoint.base import empty_checkpoint
+            >>> config = {"configurable": {"thread_id": "t-1", "checkpoint_ns": ""}}
+            >>> with FoundryCheckpointer(store_prefix="ex-get") as saver:
+            ...     stored = saver.put(config, empty_checkpoint(), {"step": -1}, {})
+            ...     latest = saver.get_tuple(config)
+            >>> latest.config == stored, latest.metadata["step"]
+            (True, -1)
+        """
         return self._core.run(_read.get_tuple(self._ctx(), config))
 
     def list(
@@ -164,7 +177,30 @@ class FoundryCheckpointer(CoreOwner, BaseCheckpointSaver[str]):
     ) -> Iterator[CheckpointTuple]:
         """Checkpoints newest first; ``filter`` (metadata equality), then ``before``/``limit``.
 
-        ``config=None`` lists every thread of this user (from the index).
+        Args:
+            config: the thread (and namespace or checkpoint id) to list; ``None`` lists every
+                thread of this user (from the index).
+            filter: metadata keys and the values they must equal.
+            before: only checkpoints older than the one this config names.
+            limit: at most this many.
+
+        Returns:
+            An iterator of checkpoint tuples, read a batch at a time.
+
+        Raises:
+            InvalidIdentifierError: ``config`` names no thread, or an id is not text.
+            CorruptPayloadError: a stored checkpoint cannot be decoded.
+            MissingBlobError: a spilled channel value's blob is gone.
+
+        Example:
+            >>> from langgraph.checkpoint.base import empty_checkpoint
+            >>> thread = {"configurable": {"thread_id": "t-1", "checkpoint_ns": ""}}
+            >>> with FoundryCheckpointer(store_prefix="ex-list") as saver:
+            ...     config = thread
+            ...     for step in range(3):
+            ...         config = saver.put(config, empty_checkpoint(), {"step": step}, {})
+            ...     [t.metadata["step"] for t in saver.list(thread, limit=2)]
+            [2, 1]
         """
         plan = self._core.run(_list.plan(self._ctx(), config, filter, before, limit))
         while not plan.done:
@@ -177,7 +213,30 @@ class FoundryCheckpointer(CoreOwner, BaseCheckpointSaver[str]):
         metadata: CheckpointMetadata,
         new_versions: ChannelVersions,
     ) -> RunnableConfig:
-        """Store a checkpoint as one self-contained item; returns its config."""
+        """Store a checkpoint as one self-contained item.
+
+        Args:
+            config: the thread and namespace; its ``checkpoint_id`` is the parent.
+            checkpoint: the checkpoint (its ``id`` names it).
+            metadata: its metadata (``source``, ``step``, ``run_id`` are also kept as tags).
+            new_versions: the channels whose values changed since the parent.
+
+        Returns:
+            The config of the stored checkpoint.
+
+        Raises:
+            InvalidIdentifierError: ``config`` names no thread, or an id is not text.
+            CheckpointTooLargeError: the item is over the 1 MB limit and no spill store is
+                configured; nothing was written.
+
+        Example:
+            >>> from langgraph.checkpoint.base import empty_checkpoint
+            >>> checkpoint = empty_checkpoint()
+            >>> with FoundryCheckpointer(store_prefix="ex-put") as saver:
+            ...     stored = saver.put({"configurable": {"thread_id": "t-1"}}, checkpoint, {}, {})
+            >>> stored["configurable"]["checkpoint_id"] == checkpoint["id"]
+            True
+        """
         return self._core.run(_write.put(self._ctx(), config, checkpoint, metadata, new_versions))
 
     def put_writes(
@@ -187,66 +246,92 @@ class FoundryCheckpointer(CoreOwner, BaseCheckpointSaver[str]):
         task_id: str,
         task_path: str = "",
     ) -> None:
-        """Store a task's pending writes on the checkpoint named by ``config``."""
+        """Store a task's pending writes on the checkpoint named by ``config``.
+
+        A task that writes again is merged into its item: a write index already stored keeps
+        its value, as in LangGraph's own savers.
+
+        Args:
+            config: the checkpoint the writes belong to (``checkpoint_id`` required).
+            writes: ``(channel, value)`` pairs.
+            task_id: the task that wrote them.
+            task_path: the task's path (orders the writes of several tasks).
+
+        Raises:
+            InvalidIdentifierError: ``config`` names no checkpoint, or an id is not text.
+            CheckpointTooLargeError: the writes are over the 1 MB limit and no spill store is
+                configured; nothing was written.
+            ConcurrentWriteError: the merge lost against concurrent writers on every attempt;
+                nothing was written, retry the step.
+
+        Example:
+            >>> from langgraph.checkpoint.base import empty_checkpoint
+            >>> config = {"configurable": {"thread_id": "t-1", "checkpoint_ns": ""}}
+            >>> with FoundryCheckpointer(store_prefix="ex-writes") as saver:
+            ...     config = saver.put(config, empty_checkpoint(), {}, {})
+            ...     saver.put_writes(config, [("messages", "hi")], "task-1")
+            ...     saver.get_tuple(config).pending_writes
+            [('task-1', 'messages', 'hi')]
+        """
         self._core.run(_write.put_writes(self._ctx(), config, writes, task_id, task_path))
 
-    def delete_thread(self, thread_id: str) -> None:
-        """Delete every checkpoint, write and spilled blob of ``thread_id`` (for this user)."""
-        self._core.run(_maintenance.delete_thread(self._ctx(), thread_id))
+    def get_delta_channel_history(
+        self, *, config: RunnableConfig, channels: Sequence[str]
+    ) -> Mapping[str, DeltaChannelHistory]:
+        """Per channel, the writes since its nearest stored value along the parent chain.
 
-    def delete_for_runs(self, run_ids: Sequence[str]) -> None:
-        """Delete the checkpoints (and their writes) whose ``metadata["run_id"]`` is in ``run_ids``,
-        across every thread of this user."""
-        self._core.run(_maintenance.delete_for_runs(self._ctx(), run_ids))
+        The result of ``BaseCheckpointSaver``'s default walk, read from the items directly
+        (no channel value is loaded but the seeds). A checkpoint that ``prune`` or
+        ``delete_for_runs`` made a root carries the history of its deleted ancestors, and the
+        walk continues into it, so the channel rebuilds as it did before.
 
-    def copy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
-        """Copy every checkpoint and write of one thread to another (ids and order kept)."""
-        self._core.run(_maintenance.copy_thread(self._ctx(), source_thread_id, target_thread_id))
+        Args:
+            config: the checkpoint (without ``checkpoint_id``: the namespace's latest).
+            channels: the channels to collect.
 
-    def prune(
-        self, thread_ids: Sequence[str], *, strategy: str = "keep_latest", keep: int = 1
-    ) -> None:
-        """``"keep_latest"``: keep the newest ``keep`` checkpoints (and their writes) of the root
-        namespace and of each ``checkpointer=True`` subgraph; ``"delete"``: delete the threads.
+        Returns:
+            Per channel, its ``writes`` oldest first and, when one is stored, its ``seed``.
 
-        The rules are PostgresSaver's: a finished subgraph call's namespace (``"child:<task>"``)
-        is deleted with the checkpoint it started from, and a kept checkpoint whose parent is
-        deleted gets ``parent_config`` ``None``. Before its parent goes, the history that its
-        ``DeltaChannel`` values are rebuilt from (the nearest stored value and the writes since,
-        what ``get_delta_channel_history`` returns) is copied into it byte for byte, so
-        ``get_state`` and the next turn see the whole conversation. If that copy cannot be
-        written (too large with no spill store), the call raises before anything is deleted.
-        Spilled blobs nothing references any more are deleted once older than the ``gc``
-        grace (a write in flight stores its blob first); younger ones are left to ``gc``.
+        Raises:
+            InvalidIdentifierError: ``config`` names no thread, or an id is not text.
+            CorruptPayloadError: a stored value cannot be decoded.
+            MissingBlobError: a spilled seed's blob is gone.
 
         Example:
-            >>> with FoundryCheckpointer() as saver:  # doctest: +SKIP
-            ...     saver.prune(["t-1"])  # one checkpoint left per namespace
+            >>> from langgraph.checkpoint.base import empty_checkpoint
+            >>> config = {"configurable": {"thread_id": "t-1", "checkpoint_ns": ""}}
+            >>> with FoundryCheckpointer(store_prefix="ex-delta") as saver:
+            ...     first = saver.put(config, empty_checkpoint(), {}, {})
+            ...     saver.put_writes(first, [("log", "a")], "task-1")
+            ...     second = saver.put(first, empty_checkpoint(), {}, {})
+            ...     saver.get_delta_channel_history(config=second, channels=["log"])
+            {'log': {'writes': [('task-1', 'log', 'a')]}}
         """
-        self._core.run(_maintenance.prune(self._ctx(), thread_ids, strategy, keep))
+        return self._core.run(_history.delta_history(self._ctx(), config, channels))
 
-    def list_threads(self) -> builtins.list[str]:
-        """The ids of this user's threads, sorted (from the thread index; no checkpoint is read).
+    def get_next_version(self, current: str | None, channel: None) -> str:
+        """``f"{n:032}.{random():016}"`` with ``n`` one more than the current version's.
+
+        Args:
+            current: the channel's current version (None for a new channel).
+            channel: unused (LangGraph passes None).
+
+        Returns:
+            The next version; versions compare in order as strings.
 
         Example:
-            >>> with FoundryCheckpointer() as saver:  # doctest: +SKIP
-            ...     saver.list_threads()
-            ['support-42', 't-1']
+            >>> FoundryCheckpointer().get_next_version(None, None).startswith("0" * 31 + "1.")
+            True
         """
-        return self._core.run(_maintenance.list_threads(self._ctx()))
+        if current is None:
+            number = 0
+        elif isinstance(current, int):
+            number = current
+        else:
+            number = int(str(current).split(".")[0])
+        return f"{number + 1:032}.{random.random():016}"
 
-    def count_checkpoints(self, thread_id: str, *, checkpoint_ns: str | None = None) -> int:
-        """How many checkpoints ``thread_id`` holds (in ``checkpoint_ns``; default: every
-        namespace), counted from the store's key listing: no checkpoint is read or decoded.
-
-        Example:
-            >>> with FoundryCheckpointer() as saver:  # doctest: +SKIP
-            ...     saver.count_checkpoints("t-1")
-            3
-        """
-        return self._core.run(_maintenance.count_checkpoints(self._ctx(), thread_id, checkpoint_ns))
-
-    # -- public API: async faces ------------------------------------------------------------
+    # -- async faces ----------------------------------------------------------------------------
     async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
         """Async form of :meth:`get_tuple`."""
         return await self._core.arun(_read.get_tuple(self._ctx(), config))
@@ -287,93 +372,8 @@ class FoundryCheckpointer(CoreOwner, BaseCheckpointSaver[str]):
         """Async form of :meth:`put_writes`."""
         await self._core.arun(_write.put_writes(self._ctx(), config, writes, task_id, task_path))
 
-    async def adelete_thread(self, thread_id: str) -> None:
-        """Async form of :meth:`delete_thread`."""
-        await self._core.arun(_maintenance.delete_thread(self._ctx(), thread_id))
-
-    async def adelete_for_runs(self, run_ids: Sequence[str]) -> None:
-        """Async form of :meth:`delete_for_runs`."""
-        await self._core.arun(_maintenance.delete_for_runs(self._ctx(), run_ids))
-
-    async def acopy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
-        """Async form of :meth:`copy_thread`."""
-        await self._core.arun(
-            _maintenance.copy_thread(self._ctx(), source_thread_id, target_thread_id)
-        )
-
-    async def aprune(
-        self, thread_ids: Sequence[str], *, strategy: str = "keep_latest", keep: int = 1
-    ) -> None:
-        """Async form of :meth:`prune`."""
-        await self._core.arun(_maintenance.prune(self._ctx(), thread_ids, strategy, keep))
-
-    async def alist_threads(self) -> builtins.list[str]:
-        """Async form of :meth:`list_threads`."""
-        return await self._core.arun(_maintenance.list_threads(self._ctx()))
-
-    async def acount_checkpoints(self, thread_id: str, *, checkpoint_ns: str | None = None) -> int:
-        """Async form of :meth:`count_checkpoints`."""
-        return await self._core.arun(
-            _maintenance.count_checkpoints(self._ctx(), thread_id, checkpoint_ns)
-        )
-
-    def get_delta_channel_history(
-        self, *, config: RunnableConfig, channels: Sequence[str]
-    ) -> Mapping[str, DeltaChannelHistory]:
-        """Per channel, the writes since its nearest stored value along the parent chain.
-
-        The result of ``BaseCheckpointSaver``'s default walk, read from the items directly
-        (no channel value is loaded but the seeds). A checkpoint that ``prune`` or
-        ``delete_for_runs`` made a root carries the history of its deleted ancestors, and the
-        walk continues into it, so the channel rebuilds as it did before.
-        """
-        return self._core.run(_history.delta_history(self._ctx(), config, channels))
-
     async def aget_delta_channel_history(
         self, *, config: RunnableConfig, channels: Sequence[str]
     ) -> Mapping[str, DeltaChannelHistory]:
         """Async form of :meth:`get_delta_channel_history`."""
         return await self._core.arun(_history.delta_history(self._ctx(), config, channels))
-
-    def gc(
-        self, *, grace_seconds: float = DEFAULT_GC_GRACE_SECONDS, dry_run: bool = False
-    ) -> GcReport:
-        """Delete this user's spilled blobs that no checkpoint or write references any more.
-
-        Only blobs last modified more than ``grace_seconds`` ago are taken, so a write still in
-        flight (blob first, item second) is safe. ``delete_thread`` deletes a thread's blobs at
-        once; ``prune`` and ``delete_for_runs`` delete those they orphan once older than the
-        default grace, and leave younger ones to this; it also finds what expired items
-        (``item_ttl_seconds``) or crashed writers left behind.
-
-        Example:
-            >>> with FoundryCheckpointer() as saver:  # doctest: +SKIP
-            ...     report = saver.gc(dry_run=True)
-            ...     print(len(report.deleted), "blobs would be deleted")
-        """
-        return self._core.run(
-            self._core.gc(_maintenance.referenced, grace_seconds=grace_seconds, dry_run=dry_run)
-        )
-
-    async def agc(
-        self, *, grace_seconds: float = DEFAULT_GC_GRACE_SECONDS, dry_run: bool = False
-    ) -> GcReport:
-        """Async form of :meth:`gc`."""
-        return await self._core.arun(
-            self._core.gc(_maintenance.referenced, grace_seconds=grace_seconds, dry_run=dry_run)
-        )
-
-    def get_next_version(self, current: str | None, channel: None) -> str:
-        """``f"{n:032}.{random():016}"`` with ``n`` one more than the current version's.
-
-        Example:
-            >>> FoundryCheckpointer().get_next_version(None, None).startswith("0" * 31 + "1.")
-            True
-        """
-        if current is None:
-            number = 0
-        elif isinstance(current, int):
-            number = current
-        else:
-            number = int(str(current).split(".")[0])
-        return f"{number + 1:032}.{random.random():016}"

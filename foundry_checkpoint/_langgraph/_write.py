@@ -26,7 +26,7 @@ from langgraph.checkpoint.base import (
 from .. import _codec
 from .._core import Scope, create_item
 from .._naming import check_identifier, tag_value
-from ..errors import FoundryCheckpointError, InvalidIdentifierError
+from ..errors import ConcurrentWriteError, FoundryCheckpointError, InvalidIdentifierError
 from . import _config
 from ._context import Context, ThreadState, bounded
 from ._prune import call_owner, is_call_namespace
@@ -234,7 +234,12 @@ async def put_writes(
 ) -> None:
     """Store a task's writes on the checkpoint ``config`` names, merged into what the task
     stored there before (a write index already stored keeps its value, as in LangGraph's
-    savers; special channels with negative indexes are replaced)."""
+    savers; special channels with negative indexes are replaced).
+
+    Raises:
+        InvalidIdentifierError: ``config`` names no checkpoint, or an id is not text.
+        ConcurrentWriteError: the merge lost against concurrent writers on every attempt.
+    """
     thread_id = _config.thread_id(config)
     conf = _config.configurable(config)
     ns = _config.namespace(conf)
@@ -282,7 +287,7 @@ async def put_writes(
             return
         except FoundryStoragePreconditionError:
             continue
-    raise FoundryCheckpointError(
+    raise ConcurrentWriteError(
         f"could not merge the writes of task {task_id!r} into {scope.where(key)}: it kept "
         "changing under concurrent writers; retry the step"
     )

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from langgraph.checkpoint.base import empty_checkpoint
 
-from foundry_checkpoint import AzureBlobSpill, FoundryCheckpointer, LocalSpill
+from foundry_checkpoint import AzureBlobSpill, FoundryCheckpointer, InvalidArgumentError, LocalSpill
 from foundry_checkpoint._core import DEFAULT_GC_GRACE_SECONDS
 from tests.langgraph._util import cfg
 
@@ -202,6 +202,14 @@ def test_each_checkpoint_is_self_contained(
 def test_prune_rejects_unknown_strategy(make_saver: Callable[..., FoundryCheckpointer]) -> None:
     with pytest.raises(ValueError, match="strategy"):
         make_saver().prune(["t"], strategy="keep_oldest")
+
+
+@pytest.mark.parametrize("options", [{"strategy": "keep_oldest"}, {"keep": 0}, {"keep": True}])
+def test_prune_bad_arguments_are_invalid_argument_errors(
+    make_saver: Callable[..., FoundryCheckpointer], options: dict[str, Any]
+) -> None:
+    with pytest.raises(InvalidArgumentError):
+        make_saver().prune(["t"], **options)
 
 
 def test_prune_keeps_the_newest_n_per_namespace(

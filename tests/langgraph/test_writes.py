@@ -6,11 +6,13 @@ import asyncio
 from collections.abc import Callable
 from typing import Any
 
+import pytest
+from azure.ai.agentserver.core.storage import FoundryStoragePreconditionError
 from langgraph.checkpoint.base import BaseCheckpointSaver, empty_checkpoint
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.checkpoint.serde.types import ERROR, INTERRUPT, RESUME
 
-from foundry_checkpoint import FoundryCheckpointer
+from foundry_checkpoint import ConcurrentWriteError, FoundryCheckpointer
 from tests.langgraph._util import cfg
 
 SEQUENCE: list[tuple[str, list[tuple[str, Any]], str]] = [
@@ -56,3 +58,36 @@ async def test_concurrent_writes_of_one_task_all_land(
     assert sorted((c, v) for _, c, v in got.pending_writes or []) == sorted(
         [(INTERRUPT, {"ask": 1}), (RESUME, "yes"), (ERROR, "boom")]
     )
+
+
+class _LosingStore:
+    """Every conditional write loses, as if another writer always changed the item first."""
+
+    def __init__(self, inner: Any) -> None:
+        self._inner = inner
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+    async def set_item(self, key: str, value: Any, **kwargs: Any) -> Any:
+        if kwargs.get("if_match"):
+            raise FoundryStoragePreconditionError("changed", status_code=412)
+        return await self._inner.set_item(key, value, **kwargs)
+
+
+def test_a_merge_that_always_loses_is_a_concurrent_write_error(
+    make_saver: Callable[..., FoundryCheckpointer],
+) -> None:
+    saver = make_saver()
+    stored = saver.put(cfg("lost"), empty_checkpoint(), {"source": "loop", "step": 0}, {})
+    saver.put_writes(stored, [("a", 1)], "task")
+
+    async def pin() -> None:
+        scope = await saver._core.scope("lost")
+        scope.store = _LosingStore(scope.store)
+
+    saver._core.run(pin())
+    with pytest.raises(ConcurrentWriteError, match="concurrent writers"):
+        saver.put_writes(stored, [("a", 1), ("b", 2)], "task")
+    got = saver.get_tuple(stored)
+    assert got is not None and [(c, v) for _, c, v in got.pending_writes or []] == [("a", 1)]
