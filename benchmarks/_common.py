@@ -124,9 +124,9 @@ class LocalCounters:
         if self._installed:
             return self
         self._installed = True
-        import foundry_checkpoint._engine as engine_module
+        import foundry_checkpoint._store._engine as engine_module
 
-        original_validate = engine_module._validate_value
+        original_validate = engine_module.validate_value
 
         def counting_validate(value: object) -> str:
             text = original_validate(value)
@@ -134,12 +134,12 @@ class LocalCounters:
             self.item_bytes += len(text.encode("utf-8"))
             return text
 
-        setattr(engine_module, "_validate_value", counting_validate)  # noqa: B010
-        from foundry_checkpoint._local_store import EngineStore
+        setattr(engine_module, "validate_value", counting_validate)  # noqa: B010
+        from foundry_checkpoint._store._embedded import EngineStore
 
         self._wrap_class(EngineStore, sdk=False)
         try:
-            from foundry_checkpoint._sdk_local import LockedSdkStore
+            from foundry_checkpoint._store._sdk_local import LockedSdkStore
         except ImportError:  # pragma: no cover - depends on the tree
             pass
         else:

@@ -127,11 +127,11 @@ class RemoteEmulator:
 
 def _serve() -> int:
     """Child side: run the emulator, count value bytes, answer commands on stdin."""
-    import foundry_checkpoint._engine as engine_module
+    import foundry_checkpoint._store._engine as engine_module
     from foundry_checkpoint.emulator import FoundryEmulator
 
     tally = {"items": 0, "item_bytes": 0}
-    original = engine_module._validate_value
+    original = engine_module.validate_value
 
     def counting(value: object) -> str:
         text = original(value)
@@ -139,7 +139,7 @@ def _serve() -> int:
         tally["item_bytes"] += len(text.encode("utf-8"))
         return text
 
-    setattr(engine_module, "_validate_value", counting)  # noqa: B010
+    setattr(engine_module, "validate_value", counting)  # noqa: B010
     with FoundryEmulator() as emu:
         out = sys.stdout
         out.write(json.dumps({"endpoint": emu.endpoint, "ca_file": emu.ca_file}) + "\n")

@@ -1,8 +1,8 @@
 """Store-level units: the embedded engine against the SDK's local mode.
 
-* ``engine``: :class:`foundry_checkpoint._engine.StateEngine` on a file, filled to 10 / 1,000 /
-  100,000 items of ~2 KB in one store (one user partition), measuring at each size the median
-  cost of writing a new item (``put_item``), replacing an existing one, reading one
+* ``engine``: :class:`foundry_checkpoint._store._engine.StateEngine` on a file, filled to
+  10 / 1,000 / 100,000 items of ~2 KB in one store (one user partition), measuring at each
+  size the median cost of writing a new item (``put_item``), replacing an existing one, reading one
   (``get_item``) and the latest-key lookup the adapters make (``list_keys`` newest first,
   filtered by a tag, one page of 100 keys; and ``limit=1``), plus ``set_item`` through the
   async store face the adapters use (``EngineStore``, one worker-thread hop per call).
@@ -61,8 +61,8 @@ async def _atime_each(count: int, call: Callable[[int], Any]) -> list[float]:
 
 async def engine(scale: dict[str, Any], workdir: Path) -> dict[str, Any]:
     """The embedded engine at growing item counts."""
-    from foundry_checkpoint._engine import StateEngine
-    from foundry_checkpoint._local_store import EngineStore
+    from foundry_checkpoint._store._embedded import EngineStore
+    from foundry_checkpoint._store._engine import StateEngine
 
     rng = random.Random(1)
     ops, value_bytes = scale["ops"], scale["value_bytes"]

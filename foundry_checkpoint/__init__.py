@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from ._core import GcReport
+from ._gc import GcReport
 from ._version import __version__ as __version__
 from .errors import (
     CheckpointTooLargeError,

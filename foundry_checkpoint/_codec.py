@@ -54,6 +54,7 @@ import zlib
 from collections.abc import Callable, Mapping
 from typing import Any, Final, TypeVar
 
+from ._store._limits import MAX_VALUE_BYTES as ITEM_LIMIT
 from .errors import CheckpointTooLargeError, CorruptPayloadError, MissingBlobError
 from .spill import SpillStore
 
@@ -67,9 +68,6 @@ __all__ = [
     "encode_inline",
     "spilled_digest",
 ]
-
-ITEM_LIMIT: Final = 1_048_576
-"""The state store's limit on a serialized item value, in bytes."""
 
 INLINE_BUDGET: Final = 1_000_000
 """Largest create-request body (key + value + tags as JSON) written inline; 48 KiB below the

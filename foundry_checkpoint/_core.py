@@ -24,14 +24,13 @@ In the embedded local store the same rule picks the partition (explicit ``user_i
 request context's ``user_id``, else ``"local"``), so a host run on a laptop isolates its users
 too.
 
-**Bounded resources.** In hosted mode a core holds one credential (the one passed, or one
-``DefaultAzureCredential`` created on first use and closed by ``close()``), one HTTP session and
-transport shared by every store client (with or without ``connection_verify``), at most
+**Bounded resources.** In hosted mode a core holds one credential and one transport shared by
+every store client (:class:`~._store._hosted.HostedClients`, closed by ``close()``), at most
 :data:`MAX_OPEN_STORES` store clients (least recently used first out; a client holds no
-connection of its own, so dropping one releases nothing but memory) and at most
-:data:`MAX_SCOPES` per-(user, scope) entries. Descriptors and memory stay flat however many
+connection of its own) and at most :data:`MAX_SCOPES` per-(user, scope) entries, however many
 threads a process serves. Reads of a scope whose store does not exist do not create it (one
-store GET); the first write does.
+store GET); the first write does. Opening a store of each backend is
+:class:`~._store._backends.StoreFactory`'s job.
 """
 
 from __future__ import annotations
@@ -40,29 +39,28 @@ import asyncio
 import os
 import secrets
 import time
-from collections import OrderedDict
-from collections.abc import Awaitable, Callable, Coroutine, Hashable, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Awaitable, Callable, Coroutine, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Final, Generic, Literal, TypeVar, overload
+from typing import TYPE_CHECKING, Any, Final, Literal, TypeVar, overload
 
 from azure.ai.agentserver.core import get_request_context
-from azure.ai.agentserver.core.storage import (
-    DEFAULT_ITEM_TTL_SECONDS,
-    FoundryStateStore,
-    FoundryStorageConflictError,
-    FoundryStorageNotFoundError,
-    JSONObject,
-)
-from azure.core.exceptions import ServiceRequestError, ServiceResponseError
-from azure.core.pipeline import PipelineRequest
-from azure.core.pipeline.policies import SansIOHTTPPolicy
-from azure.core.rest import AsyncHttpResponse, HttpRequest
+from azure.ai.agentserver.core.storage import JSONObject
 
 from . import _codec
-from ._local_store import DEFAULT_USER, default_state_root
+from ._gc import GcReport, collect_garbage
 from ._loop import LoopThread
-from ._naming import (
+from ._lru import Lru
+from ._store._backends import BackendKind, LocalBackend, StoreFactory
+from ._store._embedded import DEFAULT_USER, default_state_root
+from ._store._hosted import HostedClients, hosted
+from ._store._limits import (
+    DEFAULT_ITEM_TTL_SECONDS,
+    HOSTING_ENV,
+    MAX_TTL_SECONDS,
+    PROJECT_ENDPOINT_ENV,
+)
+from ._store._listing import all_keys, create_item
+from ._store._naming import (
     check_identifier,
     check_user_id,
     checked_spill_namespace,
@@ -70,13 +68,11 @@ from ._naming import (
     store_name,
     validate_prefix,
 )
-from ._protocol import ItemKey, StateStoreLike
+from ._store._protocol import ItemKey, StateStoreLike
 from .errors import (
     CheckpointTooLargeError,
     FoundryCheckpointError,
-    InvalidArgumentError,
     InvalidIdentifierError,
-    IsolationRefusedError,
 )
 
 if TYPE_CHECKING:
@@ -91,28 +87,15 @@ __all__ = [
     "CheckpointCore",
     "GcReport",
     "LocalBackend",
-    "Lru",
     "Scope",
-    "all_keys",
-    "create_item",
-    "hosted",
-    "newest_second",
     "user_key",
 ]
 
 T = TypeVar("T")
-K = TypeVar("K", bound=Hashable)
-V = TypeVar("V")
-LocalBackend = Literal["sqlite", "sdk"]
-BackendKind = Literal["local-sqlite", "local-sdk", "hosted"]
 
-_HOSTING_ENV: Final = "FOUNDRY_HOSTING_ENVIRONMENT"
 _META_KEY: Final = item_key("m", "spill")
 _META_TAGS: Final = {"kind": "meta"}
 _INDEX_TAGS: Final = {"kind": "scope"}
-_PAGE: Final = 100
-_FIRST_PAGE: Final = 10
-_TRANSPORT_ATTEMPTS: Final = 4
 DEFAULT_GC_GRACE_SECONDS: Final = 24 * 3600
 #: Store clients a core keeps open at most (least recently used first out).
 MAX_OPEN_STORES: Final = 256
@@ -155,120 +138,6 @@ def _local_partition(explicit: str | None) -> str:
     if explicit is not None:
         return explicit
     return get_request_context().user_id or DEFAULT_USER
-
-
-class Lru(Generic[K, V]):
-    """A mapping that keeps at most ``bound`` entries, dropping the least recently used.
-
-    Example:
-        >>> cache: Lru[str, int] = Lru(2)
-        >>> cache.put("a", 1); cache.put("b", 2); cache.get("a"); cache.put("c", 3)
-        1
-        >>> cache.get("b") is None, len(cache)
-        (True, 2)
-    """
-
-    def __init__(self, bound: int) -> None:
-        if bound < 1:
-            raise InvalidArgumentError(f"bound must be positive, got {bound}")
-        self.bound = bound
-        self._data: OrderedDict[K, V] = OrderedDict()
-
-    def get(self, key: K) -> V | None:
-        """The value of ``key`` (now the most recently used), or None."""
-        value = self._data.get(key)
-        if value is not None:
-            self._data.move_to_end(key)
-        return value
-
-    def put(self, key: K, value: V) -> None:
-        """Set ``key``; drops the least recently used entry beyond the bound."""
-        self._data[key] = value
-        self._data.move_to_end(key)
-        while len(self._data) > self.bound:
-            self._data.popitem(last=False)
-
-    def pop(self, key: K) -> V | None:
-        """Remove ``key``; its value, or None."""
-        return self._data.pop(key, None)
-
-    def values(self) -> list[V]:
-        """Every value, least recently used first."""
-        return list(self._data.values())
-
-    def clear(self) -> None:
-        """Remove everything."""
-        self._data.clear()
-
-    def __len__(self) -> int:
-        return len(self._data)
-
-
-@dataclass
-class GcReport:
-    """What a garbage collection of spilled blobs found and did.
-
-    ``deleted`` lists ``(namespace, digest)`` pairs removed (or that would be, with
-    ``dry_run``); ``kept_recent`` counts unreferenced blobs younger than the grace period;
-    ``unattributed`` lists namespaces under the prefix that none of the caller's own scopes
-    claims (another user's, or a deleted scope's): they are reported, never touched.
-
-    Example:
-        >>> from foundry_checkpoint import GcReport
-        >>> report = GcReport(dry_run=True)
-        >>> report.deleted, report.unattributed, report.dry_run
-        ([], [], True)
-    """
-
-    scanned_scopes: int = 0
-    referenced: int = 0
-    kept_recent: int = 0
-    deleted: list[tuple[str, str]] = field(default_factory=list)
-    unattributed: list[str] = field(default_factory=list)
-    dry_run: bool = False
-
-
-#: azure-core's retry options that :class:`RetrySettingsPolicy` applies to every request.
-RETRY_OPTIONS: Final = (
-    "retry_total",
-    "retry_connect",
-    "retry_read",
-    "retry_status",
-    "retry_backoff_factor",
-    "retry_backoff_max",
-)
-
-
-class RetrySettingsPolicy(SansIOHTTPPolicy[HttpRequest, AsyncHttpResponse]):
-    """Hands azure-core retry options to the SDK's own ``AsyncRetryPolicy``, per request.
-
-    ``FoundryStateStore`` builds ``AsyncRetryPolicy()`` with its defaults and ignores
-    ``retry_total=`` and the other ``retry_*`` client options. The retry policy reads those
-    options from each request's context, though, so this policy (a per-call policy, which
-    azure-core places before the retry policy) puts the configured values there unless the
-    call already set them.
-
-    Example:
-        >>> policy = RetrySettingsPolicy({"retry_total": 0})
-        >>> policy.settings
-        {'retry_total': 0}
-    """
-
-    def __init__(self, settings: Mapping[str, Any]) -> None:
-        unknown = set(settings) - set(RETRY_OPTIONS)
-        if unknown:
-            raise InvalidArgumentError(f"not retry options: {sorted(unknown)}")
-        self.settings = dict(settings)
-
-    def on_request(self, request: PipelineRequest[HttpRequest]) -> None:
-        """Set the configured retry options on the request unless it carries its own."""
-        for key, value in self.settings.items():
-            request.context.options.setdefault(key, value)
-
-
-def hosted() -> bool:
-    """True when running inside a Foundry-hosted agent (``FOUNDRY_HOSTING_ENVIRONMENT`` set)."""
-    return bool(os.environ.get(_HOSTING_ENV))
 
 
 class Scope:
@@ -403,70 +272,6 @@ class Scope:
         await self.core.unregister(self.scope_id)
 
 
-async def _transport_retried(make: Callable[[], Awaitable[T]]) -> T:
-    """``make()``, again after a dropped connection or a failed send.
-
-    azure-core retries a POST only on some HTTP statuses, never on a transport error, so a
-    create (a store, an item) would fail a whole step on one dropped connection. Callers only
-    pass operations that are safe to repeat: a create that did land answers 409 the second
-    time, which they treat as "already there".
-    """
-    for attempt in range(_TRANSPORT_ATTEMPTS):
-        try:
-            return await make()
-        except (ServiceRequestError, ServiceResponseError):
-            if attempt == _TRANSPORT_ATTEMPTS - 1:
-                raise
-            await asyncio.sleep(0.1 * 4**attempt)
-    raise AssertionError("unreachable")  # pragma: no cover
-
-
-async def create_item(
-    store: StateStoreLike, key: str, value: JSONObject, *, tags: Mapping[str, str] | None
-) -> bool:
-    """Create an item; False when the key already exists (perhaps from a lost attempt).
-
-    Dropped connections are retried (see :func:`_transport_retried`), so the caller must treat
-    False as "the item may be the one this call wrote".
-    """
-    try:
-        await _transport_retried(lambda: store.create_item(key, value, tags=tags))
-    except FoundryStorageConflictError:
-        return False
-    return True
-
-
-async def newest_second(store: StateStoreLike, tags: Mapping[str, str]) -> list[ItemKey]:
-    """Every key matching ``tags`` whose ``created_at`` is the newest second of the listing.
-
-    ``list_keys`` orders by ``(created_at in whole seconds, id)`` and the id is not write order,
-    so "latest" must compare every key of the newest second by the caller's own monotonic key.
-    The first page is small (the newest second usually holds a few keys); further pages of 100
-    are read only while a page ends inside that second. The cost does not grow with history.
-    """
-    page = await store.list_keys(tags=tags, limit=_FIRST_PAGE, order="desc")
-    if not page.keys:
-        return []
-    top = page.keys[0].created_at
-    candidates = [k for k in page.keys if k.created_at == top]
-    while page.has_more and page.last_id and page.keys[-1].created_at == top:
-        page = await store.list_keys(tags=tags, limit=_PAGE, after=page.last_id, order="desc")
-        candidates.extend(k for k in page.keys if k.created_at == top)
-    return candidates
-
-
-async def all_keys(store: StateStoreLike, tags: Mapping[str, str] | None = None) -> list[ItemKey]:
-    """Every key of ``store`` matching ``tags``, paging with ``after`` only."""
-    out: list[ItemKey] = []
-    after: str | None = None
-    while True:
-        page = await store.list_keys(tags=tags, limit=_PAGE, after=after, order="desc")
-        out.extend(page.keys)
-        if not page.has_more or not page.last_id:
-            return out
-        after = page.last_id
-
-
 class CheckpointCore:
     """Backend choice, one private loop, and a registry of scopes for one adapter object.
 
@@ -489,9 +294,9 @@ class CheckpointCore:
     ) -> None:
         self.prefix = validate_prefix(store_prefix)
         self.scope_word = scope_word
-        if item_ttl_seconds != -1 and not 1 <= item_ttl_seconds <= 2_147_483_647:
+        if item_ttl_seconds != -1 and not 1 <= item_ttl_seconds <= MAX_TTL_SECONDS:
             raise InvalidIdentifierError(
-                "item_ttl_seconds must be -1 (never expire) or 1..2147483647, "
+                f"item_ttl_seconds must be -1 (never expire) or 1..{MAX_TTL_SECONDS}, "
                 f"got {item_ttl_seconds}"
             )
         if local_backend not in ("sqlite", "sdk"):
@@ -500,23 +305,31 @@ class CheckpointCore:
             )
         if local_backend == "sdk" and hosted():
             raise FoundryCheckpointError(
-                "local_backend='sdk' was asked for, but FOUNDRY_HOSTING_ENVIRONMENT is set "
+                f"local_backend='sdk' was asked for, but {HOSTING_ENV} is set "
                 "(hosted mode); the SDK's local backend is only available when it is unset. "
                 "Drop local_backend='sdk', or unset the variable for local runs."
             )
         if user_id is not None:
             check_user_id(user_id)
         self.item_ttl_seconds = item_ttl_seconds
-        self._credential = credential
-        self._endpoint = endpoint
         self._user_id = user_id
-        self._client_kwargs = dict(client_kwargs or {})
         self.kind: BackendKind = (
             "hosted" if hosted() else ("local-sqlite" if local_backend == "sqlite" else "local-sdk")
         )
+        self._factory = StoreFactory(
+            self.kind,
+            item_ttl_seconds=item_ttl_seconds,
+            hosted=HostedClients(
+                endpoint=endpoint,
+                user_id=user_id,
+                item_ttl_seconds=item_ttl_seconds,
+                credential=credential,
+                client_kwargs=client_kwargs or {},
+            ),
+        )
         root = default_state_root()
         if self.kind == "hosted":
-            self.location = endpoint or os.environ.get("FOUNDRY_PROJECT_ENDPOINT", "(unset)")
+            self.location = endpoint or os.environ.get(PROJECT_ENDPOINT_ENV, "(unset)")
         elif self.kind == "local-sqlite":
             self.location = str(root / "foundry_checkpoint" / "state.sqlite3")
         else:
@@ -530,9 +343,6 @@ class CheckpointCore:
         self._checked: Lru[str, bool] = Lru(_MAX_CHECKED)
         self._opening: dict[tuple[str, str], asyncio.Future[StateStoreLike | None]] = {}
         self._registered: Lru[tuple[str, str | None], float] = Lru(MAX_SCOPES)
-        self._owned_credential: AsyncTokenCredential | None = None
-        self._session: Any = None
-        self._transport: Any = None
 
     def describe(self) -> str:
         """``kind`` and where the data lives, for ``repr()``."""
@@ -565,12 +375,7 @@ class CheckpointCore:
         self._registered.clear()
         for store in stores:
             await store.aclose()
-        session, self._session, self._transport = self._session, None, None
-        if session is not None:
-            await session.close()
-        credential, self._owned_credential = self._owned_credential, None
-        if credential is not None:
-            await credential.close()
+        await self._factory.aclose()
         if self.spill is not None:
             await self.spill.aclose()
 
@@ -684,7 +489,7 @@ class CheckpointCore:
         pending = asyncio.get_running_loop().create_future()
         self._opening[key] = pending
         try:
-            store = await self._open_checked(name, key[1], create=create)
+            store = await self._factory.open(name, key[1], create=create)
         except BaseException as exc:
             del self._opening[key]
             pending.set_exception(exc)
@@ -697,77 +502,6 @@ class CheckpointCore:
         pending.set_result(store)
         return store
 
-    async def _open_checked(
-        self, name: str, partition: str, *, create: bool
-    ) -> StateStoreLike | None:
-        store = await self._open_raw(name, partition, create=create)
-        if store is None:
-            return None
-        try:
-            try:
-                descriptor = await store.get()
-            except FoundryStorageNotFoundError:
-                if create:
-                    raise
-                await store.aclose()
-                return None
-            if not descriptor.user_isolation:
-                raise IsolationRefusedError(
-                    f"store {name!r} exists without user_isolation, so every end user could read "
-                    "every other user's checkpoints; it is refused. Use another store_prefix, or "
-                    "move its data and delete the store so that it is re-created isolated."
-                )
-        except BaseException:
-            await store.aclose()
-            raise
-        return store
-
-    async def _open_raw(self, name: str, partition: str, *, create: bool) -> StateStoreLike | None:
-        """A client of ``name``; created first only when ``create`` (else checked by GET)."""
-        if self.kind == "local-sqlite":
-            from ._local_store import EngineStore, default_engine
-
-            if not create:
-                return EngineStore(default_engine(), name, user=partition)
-            return await EngineStore.get_or_create(
-                default_engine(),
-                name,
-                user_isolation=True,
-                item_ttl_seconds=self.item_ttl_seconds,
-                user=partition,
-            )
-        if self.kind == "local-sdk":
-            from ._sdk_local import LockedSdkStore
-
-            if not create and not LockedSdkStore.exists(name):
-                return None
-            return await LockedSdkStore.get_or_create(
-                name, user_isolation=True, item_ttl_seconds=self.item_ttl_seconds
-            )
-        kwargs = self._pipeline_kwargs()
-        credential = self._client_credential()
-        if not create:
-            return FoundryStateStore(
-                name,
-                credential,
-                self._endpoint,
-                user_isolation=True,
-                item_ttl_seconds=self.item_ttl_seconds,
-                user_id=self._user_id,
-                **kwargs,
-            )
-        return await _transport_retried(
-            lambda: FoundryStateStore.get_or_create(
-                name,
-                credential,
-                self._endpoint,
-                user_isolation=True,
-                item_ttl_seconds=self.item_ttl_seconds,
-                user_id=self._user_id,
-                **kwargs,
-            )
-        )
-
     def client(self, name: str, partition: str) -> StateStoreLike:
         """The cached client of a store already opened (checked) by this core; no I/O.
 
@@ -777,111 +511,9 @@ class CheckpointCore:
         store = self._stores.get(key)
         if store is not None:
             return store
-        if self.kind == "local-sqlite":
-            from ._local_store import EngineStore, default_engine
-
-            store = EngineStore(default_engine(), name, user=partition)
-        elif self.kind == "local-sdk":
-            from ._sdk_local import LockedSdkStore
-
-            store = LockedSdkStore.bind(
-                name, user_isolation=True, item_ttl_seconds=self.item_ttl_seconds
-            )
-        else:
-            store = FoundryStateStore(
-                name,
-                self._client_credential(),
-                self._endpoint,
-                user_isolation=True,
-                item_ttl_seconds=self.item_ttl_seconds,
-                user_id=self._user_id,
-                **self._pipeline_kwargs(),
-            )
+        store = self._factory.bind(name, partition)
         self._stores.put(key, store)
         return store
-
-    def _client_credential(self) -> AsyncTokenCredential:
-        """The one credential every hosted client of this core uses.
-
-        The one passed in, else one ``DefaultAzureCredential`` created on first use and closed
-        by :meth:`close` (the SDK would build one per client: one per thread served).
-        """
-        if self._credential is not None:
-            return self._credential
-        if self._owned_credential is None:
-            try:
-                from azure.identity.aio import DefaultAzureCredential
-            except ImportError as exc:  # pragma: no cover - azure-identity is a dependency
-                raise FoundryCheckpointError(
-                    "hosted mode without credential= uses DefaultAzureCredential: install "
-                    "azure-identity, or pass an async credential"
-                ) from exc
-            self._owned_credential = DefaultAzureCredential()
-        return self._owned_credential
-
-    def _pipeline_kwargs(self) -> dict[str, Any]:
-        """The client keyword arguments, with one transport shared by every client of the core.
-
-        Left to itself each ``FoundryStateStore`` builds its own aiohttp session (a connection
-        pool per store: descriptors grow with the threads served), and azure-core turns a CA-file
-        ``connection_verify`` into a new SSL context per request (a new TLS connection each
-        time). So the core makes one session, with one SSL context built from
-        ``connection_verify``/``connection_cert``, and hands every client the same transport,
-        which it does not own: closing a client leaves it open; :meth:`close` closes it. A
-        ``transport=`` passed by the caller is used as given.
-
-        The SDK builds its retry policy itself and ignores azure-core's ``retry_*`` client
-        options, so those are taken out here and applied per request by a
-        :class:`RetrySettingsPolicy` placed before the SDK's policy (``per_call_policies``).
-        """
-        kwargs = dict(self._client_kwargs)
-        retry: dict[str, Any] = {k: kwargs.pop(k) for k in RETRY_OPTIONS if k in kwargs}
-        if retry:
-            extra = kwargs.pop("per_call_policies", None)
-            chain = (
-                [] if extra is None else list(extra) if isinstance(extra, list | tuple) else [extra]
-            )
-            kwargs["per_call_policies"] = [RetrySettingsPolicy(retry), *chain]
-        if "transport" in kwargs:
-            return kwargs
-        if self._transport is None:
-            import ssl
-
-            import aiohttp
-            from azure.core.pipeline.transport import AioHttpTransport
-
-            verify = kwargs.get("connection_verify", True)
-            cert = kwargs.get("connection_cert")
-            context: ssl.SSLContext | bool
-            if verify is False and not cert:
-                context = False
-            else:
-                context = ssl.create_default_context(
-                    cafile=verify if isinstance(verify, str) else None
-                )
-                if verify is False:
-                    context.check_hostname = False
-                    context.verify_mode = ssl.CERT_NONE
-                if cert:
-                    context.load_cert_chain(*((cert,) if isinstance(cert, str) else cert))
-            self._session = aiohttp.ClientSession(
-                connector=aiohttp.TCPConnector(ssl=context),
-                trust_env=bool(kwargs.get("use_env_settings", True)),
-                cookie_jar=aiohttp.DummyCookieJar(),
-                auto_decompress=False,
-            )
-            transport_kwargs = {
-                k: v
-                for k, v in kwargs.items()
-                if k not in ("connection_verify", "connection_cert", "per_call_policies")
-            }
-            self._transport = AioHttpTransport(
-                session=self._session, session_owner=False, **transport_kwargs
-            )
-        kwargs.pop("connection_verify", None)
-        kwargs.pop("connection_cert", None)
-        kwargs["transport"] = self._transport
-        return kwargs
 
     async def gc(
         self,
@@ -897,39 +529,7 @@ class CheckpointCore:
         uploaded by a write still in flight (blob first, item second) is never taken.
         ``referenced(scope)`` returns every digest the scope's live items use.
         """
-        report = GcReport(dry_run=dry_run)
-        spill = self.spill
-        if spill is None:
-            return report
-        cutoff = time.time() - grace_seconds
-        owned: set[str] = set()
-        for scope_id in await self.scope_ids():
-            scope = await self.scope(scope_id, create=False)
-            if scope is None:
-                continue
-            report.scanned_scopes += 1
-            ns = await scope.namespace(create=False)
-            if ns is None:
-                continue
-            owned.add(ns)
-            live = await referenced(scope)
-            report.referenced += len(live)
-            stale: list[str] = []
-            for blob in await spill.list(ns):
-                if blob.digest in live:
-                    continue
-                if blob.last_modified > cutoff:
-                    report.kept_recent += 1
-                else:
-                    stale.append(blob.digest)
-            if stale and not dry_run:
-                await spill.delete(ns, stale)
-            report.deleted.extend((ns, digest) for digest in stale)
-        mine = f"{self.prefix}/"
-        report.unattributed = sorted(
-            ns for ns in await spill.namespaces() if ns.startswith(mine) and ns not in owned
-        )
-        return report
+        return await collect_garbage(self, referenced, grace_seconds=grace_seconds, dry_run=dry_run)
 
 
 def _index_key(scope_id: str | None) -> str:

@@ -52,7 +52,7 @@ from urllib.parse import urlsplit
 
 from azure.core.exceptions import ResourceExistsError, ResourceNotFoundError
 
-from ._private import private_dir
+from ._store._private import private_dir
 from .errors import (
     CorruptPayloadError,
     FoundryCheckpointError,

@@ -30,13 +30,13 @@ from collections.abc import Coroutine, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final, TypeVar
 
-from azure.ai.agentserver.core.storage import DEFAULT_ITEM_TTL_SECONDS
-
 from foundry_checkpoint import _codec
-from foundry_checkpoint._core import CheckpointCore, LocalBackend, Scope, create_item, newest_second
+from foundry_checkpoint._core import CheckpointCore, LocalBackend, Scope
 from foundry_checkpoint._lifecycle import CoreOwner
-from foundry_checkpoint._naming import check_identifier, item_key, tag_value, unescape
-from foundry_checkpoint._protocol import ItemKey
+from foundry_checkpoint._store._limits import DEFAULT_ITEM_TTL_SECONDS
+from foundry_checkpoint._store._listing import create_item, newest_second
+from foundry_checkpoint._store._naming import check_identifier, item_key, tag_value, unescape
+from foundry_checkpoint._store._protocol import ItemKey
 from foundry_checkpoint.errors import CorruptPayloadError, InvalidIdentifierError, InvalidStateError
 
 if TYPE_CHECKING:

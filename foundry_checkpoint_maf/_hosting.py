@@ -20,10 +20,10 @@ from typing import TYPE_CHECKING, Any
 from agent_framework import CheckpointStorage
 from agent_framework_foundry_hosting import ContextScopedStoreProvider
 from azure.ai.agentserver.core import AgentConfig, FoundryAgentRequestContext
-from azure.ai.agentserver.core.storage import DEFAULT_ITEM_TTL_SECONDS
 
 from foundry_checkpoint._core import CheckpointCore, LocalBackend
 from foundry_checkpoint._lifecycle import CoreOwner
+from foundry_checkpoint._store._limits import DEFAULT_ITEM_TTL_SECONDS
 from foundry_checkpoint.errors import InvalidArgumentError
 
 from ._payload import check_value, type_keys

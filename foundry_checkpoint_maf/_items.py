@@ -26,8 +26,9 @@ from typing import Any, Final
 from agent_framework import WorkflowCheckpointException
 
 from foundry_checkpoint import _codec
-from foundry_checkpoint._core import CheckpointCore, Scope, newest_second
-from foundry_checkpoint._protocol import ItemKey
+from foundry_checkpoint._core import CheckpointCore, Scope
+from foundry_checkpoint._store._listing import newest_second
+from foundry_checkpoint._store._protocol import ItemKey
 from foundry_checkpoint.errors import CorruptPayloadError, FoundryCheckpointError
 
 from ._payload import CheckpointDecodeError

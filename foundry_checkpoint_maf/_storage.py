@@ -28,7 +28,6 @@ from collections.abc import Coroutine, Iterable
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from agent_framework import CheckpointID, WorkflowCheckpoint, WorkflowCheckpointException
-from azure.ai.agentserver.core.storage import DEFAULT_ITEM_TTL_SECONDS
 
 from foundry_checkpoint._core import (
     DEFAULT_GC_GRACE_SECONDS,
@@ -37,7 +36,8 @@ from foundry_checkpoint._core import (
     LocalBackend,
 )
 from foundry_checkpoint._lifecycle import CoreOwner
-from foundry_checkpoint._naming import check_identifier
+from foundry_checkpoint._store._limits import DEFAULT_ITEM_TTL_SECONDS
+from foundry_checkpoint._store._naming import check_identifier
 from foundry_checkpoint.errors import InvalidArgumentError
 
 from ._items import ContextItems, referenced

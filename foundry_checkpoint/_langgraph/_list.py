@@ -17,8 +17,8 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import CheckpointMetadata, CheckpointTuple
 
 from .._core import Scope
-from .._naming import tag_value
-from .._protocol import ItemKey
+from .._store._naming import tag_value
+from .._store._protocol import ItemKey
 from . import _config
 from ._context import Context, bounded
 from ._read import PAGE, pending_writes, read_record, to_tuple

@@ -17,8 +17,8 @@ from azure.ai.agentserver.core.storage import FoundryStoragePreconditionError
 
 from .. import _codec
 from .._core import DEFAULT_GC_GRACE_SECONDS, Scope
-from .._naming import tag_value, unescape
-from .._protocol import ItemKey
+from .._store._naming import tag_value, unescape
+from .._store._protocol import ItemKey
 from ..errors import FoundryCheckpointError, InvalidArgumentError, MissingBlobError
 from ._config import check_thread
 from ._context import Context, bounded

@@ -21,7 +21,8 @@ from langgraph.checkpoint.base import (
 )
 
 from .._core import Scope
-from .._protocol import ItemKey
+from .._store._limits import MAX_PAGE
+from .._store._protocol import ItemKey
 from ..errors import MissingBlobError
 from . import _config
 from ._context import Context, bounded
@@ -58,10 +59,10 @@ __all__ = [
     "to_tuple",
 ]
 
-PAGE: Final = 100
+PAGE: Final = MAX_PAGE
 """Keys asked for per ``list_keys`` page past the first."""
 _FIRST_PAGE_LOCAL: Final = 20
-_FIRST_PAGE_HOSTED: Final = 100
+_FIRST_PAGE_HOSTED: Final = MAX_PAGE
 _LATEST_ATTEMPTS: Final = 3
 
 

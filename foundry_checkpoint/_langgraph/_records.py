@@ -31,8 +31,8 @@ from typing import Any, Final
 
 import ormsgpack
 
-from .._naming import item_key, tag_value, unescape
-from .._protocol import ItemKey
+from .._store._naming import item_key, tag_value, unescape
+from .._store._protocol import ItemKey
 from ..errors import CorruptPayloadError
 
 __all__ = [

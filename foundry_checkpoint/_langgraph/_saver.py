@@ -25,7 +25,6 @@ import random
 from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from azure.ai.agentserver.core.storage import DEFAULT_ITEM_TTL_SECONDS
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import (
     BaseCheckpointSaver,
@@ -39,6 +38,7 @@ from langgraph.checkpoint.serde.base import SerializerProtocol
 
 from .._core import CheckpointCore, LocalBackend
 from .._serde import StrictSerializer
+from .._store._limits import DEFAULT_ITEM_TTL_SECONDS
 from . import _history, _list, _read, _write
 from ._admin import ThreadAdmin
 from ._context import Caches

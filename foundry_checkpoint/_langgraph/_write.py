@@ -24,8 +24,9 @@ from langgraph.checkpoint.base import (
 )
 
 from .. import _codec
-from .._core import Scope, create_item
-from .._naming import check_identifier, tag_value
+from .._core import Scope
+from .._store._listing import create_item
+from .._store._naming import check_identifier, tag_value
 from ..errors import ConcurrentWriteError, FoundryCheckpointError, InvalidIdentifierError
 from . import _config
 from ._context import Context, ThreadState, bounded

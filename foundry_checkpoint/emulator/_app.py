@@ -41,7 +41,8 @@ from azure.ai.agentserver.core.storage import (
     FoundryStoragePreconditionError,
 )
 
-from foundry_checkpoint._engine import UNSET, StateEngine, Unset
+from foundry_checkpoint._store._engine import UNSET, StateEngine, Unset
+from foundry_checkpoint._store._limits import DEFAULT_ITEM_TTL_SECONDS, MAX_PAGE
 
 from ._faults import Fault, FaultPlan
 from ._identity import CallerRejected, CallTable, resolve_caller
@@ -53,8 +54,6 @@ _LOGGER = logging.getLogger("foundry_checkpoint.emulator")
 
 #: The ``api-version`` values the emulator accepts.
 SUPPORTED_API_VERSIONS: Final[frozenset[str]] = frozenset({"v1"})
-#: The service default for ``item_ttl_seconds`` when a create request omits it (30 days).
-_DEFAULT_ITEM_TTL_SECONDS: Final = 30 * 24 * 60 * 60
 #: Large enough that an over-limit value reaches the engine and gets its 400 ``param: value``;
 #: a larger body is answered 413 (before it is read when its Content-Length says so).
 CLIENT_MAX_BODY_BYTES: Final = 32 * 1024 * 1024
@@ -446,9 +445,9 @@ class StorageApp:
                 "'user_isolation' must be a boolean.",
                 param="user_isolation",
             )
-        ttl = body.get("item_ttl_seconds", _DEFAULT_ITEM_TTL_SECONDS)
+        ttl = body.get("item_ttl_seconds", DEFAULT_ITEM_TTL_SECONDS)
         if ttl is None:
-            ttl = _DEFAULT_ITEM_TTL_SECONDS
+            ttl = DEFAULT_ITEM_TTL_SECONDS
         if isinstance(ttl, bool) or not isinstance(ttl, int):
             raise _HttpError(
                 400,
@@ -481,11 +480,11 @@ class StorageApp:
         limit: int | None = None
         raw_limit = query.get("limit")
         if raw_limit is not None:
-            if not re.fullmatch(r"[0-9]+", raw_limit) or not 1 <= int(raw_limit) <= 100:
+            if not re.fullmatch(r"[0-9]+", raw_limit) or not 1 <= int(raw_limit) <= MAX_PAGE:
                 raise _HttpError(
                     400,
                     "invalid_request",
-                    "'limit' must be an integer from 1 to 100.",
+                    f"'limit' must be an integer from 1 to {MAX_PAGE}.",
                     param="limit",
                 )
             limit = int(raw_limit)

@@ -24,6 +24,8 @@ from typing import Final
 
 from aiohttp import web
 
+from foundry_checkpoint._store._limits import HOSTING_ENV, PROJECT_ENDPOINT_ENV
+
 from ._credential import token_for_user
 
 __all__ = ["AGENT_IDENTITY", "IDENTITY_PATH", "ManagedIdentityEndpoint", "agent_environment"]
@@ -102,8 +104,8 @@ def agent_environment(
     """
     return {
         # What the platform sets on a hosted agent's container:
-        "FOUNDRY_HOSTING_ENVIRONMENT": "emulator",
-        "FOUNDRY_PROJECT_ENDPOINT": endpoint,
+        HOSTING_ENV: "emulator",
+        PROJECT_ENDPOINT_ENV: endpoint,
         "FOUNDRY_AGENT_SESSION_ID": session_id,
         # Its managed identity, served by the emulator; DefaultAzureCredential tries nothing else:
         "IDENTITY_ENDPOINT": identity_endpoint,

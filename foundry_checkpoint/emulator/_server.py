@@ -16,7 +16,7 @@ from typing import Final
 
 from aiohttp import web
 
-from foundry_checkpoint._engine import StateEngine
+from foundry_checkpoint._store._engine import StateEngine
 from foundry_checkpoint.errors import InvalidArgumentError
 
 from ._app import StorageApp

@@ -254,7 +254,7 @@ async def test_isolation_refused_store_is_a_typed_error(store_env: Any, cli: Cli
             connection_verify=emu.ca_file,
         )
     else:  # a store some other tool made without isolation, in the embedded database
-        from foundry_checkpoint._local_store import EngineStore, default_engine
+        from foundry_checkpoint._store._embedded import EngineStore, default_engine
 
         store = await EngineStore.get_or_create(
             default_engine(),

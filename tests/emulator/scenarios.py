@@ -2,7 +2,7 @@
 
 A scenario is an async function ``(open_store, clock) -> transcript``: it opens stores through
 ``open_store`` (a get-or-create factory), drives them through the item API of
-:class:`foundry_checkpoint._protocol.StateStoreLike`, asserts what the documented semantics
+:class:`foundry_checkpoint._store._protocol.StateStoreLike`, asserts what the documented semantics
 require, and returns a transcript of what it observed, normalised so that two correct
 implementations give equal transcripts: times are relative to the scenario's start on the
 shared :class:`ScenarioClock`, etags and ids are reduced to the relations that matter (changed,
@@ -30,7 +30,7 @@ from azure.ai.agentserver.core.storage import (
     StateStoreItemKeyPage,
 )
 
-from foundry_checkpoint._protocol import StateStoreLike
+from foundry_checkpoint._store._protocol import StateStoreLike
 
 __all__ = [
     "SCENARIOS",

@@ -32,10 +32,10 @@ from azure.ai.agentserver.core.storage import (
     _local_state,
 )
 
-from foundry_checkpoint._engine import StateEngine
-from foundry_checkpoint._local_store import EngineStore
-from foundry_checkpoint._protocol import StateStoreLike
-from foundry_checkpoint._sdk_local import LockedSdkStore
+from foundry_checkpoint._store._embedded import EngineStore
+from foundry_checkpoint._store._engine import StateEngine
+from foundry_checkpoint._store._protocol import StateStoreLike
+from foundry_checkpoint._store._sdk_local import LockedSdkStore
 from foundry_checkpoint.emulator import FoundryEmulator
 
 from ._harness import client_kwargs, emulator_factory, hosted_env, local_env, local_factory

@@ -11,7 +11,7 @@ from azure.ai.agentserver.core.storage import StateStoreItemKey
 from hypothesis import given
 from hypothesis import strategies as st
 
-from foundry_checkpoint._naming import escape, unescape
+from foundry_checkpoint._store._naming import escape, unescape
 from foundry_checkpoint_maf._payload import type_keys
 from foundry_checkpoint_maf._records import pick_latest, sortable_timestamp
 

@@ -41,7 +41,7 @@ def test_every_client_shares_one_transport(store_env: StoreEnv, verify: str) -> 
     async def transports() -> set[int]:
         seen = set()
         for i in range(5):
-            kwargs = core._pipeline_kwargs()
+            kwargs = core._factory.hosted.pipeline_kwargs()  # type: ignore[union-attr]
             assert "connection_verify" not in kwargs
             seen.add(id(kwargs["transport"]))
             store = core.client(f"{store_env.prefix}/t/{i}", "")

@@ -18,9 +18,9 @@ from pathlib import Path
 import pytest
 
 from foundry_checkpoint._core import CheckpointCore
-from foundry_checkpoint._engine import StateEngine
-from foundry_checkpoint._local_store import EngineStore, default_engine
-from foundry_checkpoint._sdk_local import LockedSdkStore
+from foundry_checkpoint._store._embedded import EngineStore, default_engine
+from foundry_checkpoint._store._engine import StateEngine
+from foundry_checkpoint._store._sdk_local import LockedSdkStore
 
 pytestmark = pytest.mark.multiprocess
 

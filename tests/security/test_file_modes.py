@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from foundry_checkpoint import FoundryCheckpointer, LocalSpill
-from foundry_checkpoint._private import private_dir
+from foundry_checkpoint._store._private import private_dir
 from foundry_checkpoint.emulator import FoundryEmulator
 from tests.cli.conftest import build
 from tests.langgraph._util import cfg

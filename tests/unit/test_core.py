@@ -60,7 +60,7 @@ def test_existing_store_without_isolation_is_refused(store_env: StoreEnv) -> Non
 
     async def make_unisolated() -> None:
         if store_env.mode == "local":
-            from foundry_checkpoint._local_store import default_engine
+            from foundry_checkpoint._store._embedded import default_engine
 
             default_engine().create_store(name, user_isolation=False, item_ttl_seconds=-1)
         else:

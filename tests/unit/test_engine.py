@@ -16,7 +16,7 @@ from azure.ai.agentserver.core.storage import (
     FoundryStoragePreconditionError,
 )
 
-from foundry_checkpoint._engine import UNSET, StateEngine
+from foundry_checkpoint._store._engine import UNSET, StateEngine
 from foundry_checkpoint.errors import FoundryCheckpointError
 
 S = "store"

@@ -15,9 +15,9 @@ from azure.ai.agentserver.core.storage import (
     StateStoreItemKey,
 )
 
-from foundry_checkpoint._engine import StateEngine
-from foundry_checkpoint._local_store import EngineStore, default_engine, default_state_root
-from foundry_checkpoint._protocol import StateStoreLike
+from foundry_checkpoint._store._embedded import EngineStore, default_engine, default_state_root
+from foundry_checkpoint._store._engine import StateEngine
+from foundry_checkpoint._store._protocol import StateStoreLike
 
 
 @pytest.fixture

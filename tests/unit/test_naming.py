@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from foundry_checkpoint._naming import (
+from foundry_checkpoint._store._naming import (
     MAX_NAME,
     MAX_TAG_VALUE,
     check_identifier,
@@ -80,7 +80,7 @@ def test_kinds_never_share_names() -> None:
 @settings(max_examples=500, deadline=None)
 @given(identifiers)
 def test_unescape_inverts_escape(ident: str) -> None:
-    from foundry_checkpoint._naming import escape, unescape
+    from foundry_checkpoint._store._naming import escape, unescape
 
     assert unescape(escape(ident)) == ident
 
@@ -96,7 +96,7 @@ def _escape_by_bytes(value: str) -> str:
 @settings(max_examples=1000, deadline=None)
 @given(st.one_of(identifiers, st.text(alphabet="aZ09_.-~\x7f\x80\xff\u0100\U0001f600")))
 def test_escape_keeps_its_byte_definition(ident: str) -> None:
-    from foundry_checkpoint._naming import escape
+    from foundry_checkpoint._store._naming import escape
 
     assert escape(ident) == _escape_by_bytes(ident)
     assert escape("." + ident) == _escape_by_bytes("." + ident)
@@ -104,6 +104,6 @@ def test_escape_keeps_its_byte_definition(ident: str) -> None:
 
 @pytest.mark.parametrize("bad", ["!" + "0" * 64, "a~zz", "a~2", "a b", "~ff"])
 def test_unescape_refuses_hashed_and_malformed_forms(bad: str) -> None:
-    from foundry_checkpoint._naming import unescape
+    from foundry_checkpoint._store._naming import unescape
 
     assert unescape(bad) is None

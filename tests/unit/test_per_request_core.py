@@ -61,8 +61,8 @@ def test_reads_of_unknown_threads_create_no_store(store_env: StoreEnv) -> None:
         else:
             from azure.ai.agentserver.core.storage import FoundryStorageNotFoundError
 
-            from foundry_checkpoint._local_store import default_engine
-            from foundry_checkpoint._naming import store_name
+            from foundry_checkpoint._store._embedded import default_engine
+            from foundry_checkpoint._store._naming import store_name
 
             core = saver._core
             names = [core.name_for("never-written"), core.name_for("target")]

@@ -12,8 +12,9 @@ import pytest
 import foundry_checkpoint
 import foundry_checkpoint_autogen
 import foundry_checkpoint_maf
-from foundry_checkpoint._core import Lru, RetrySettingsPolicy
-from foundry_checkpoint._engine import UNSET, StateEngine, Unset
+from foundry_checkpoint._lru import Lru
+from foundry_checkpoint._store._engine import UNSET, StateEngine, Unset
+from foundry_checkpoint._store._hosted import RetrySettingsPolicy
 from foundry_checkpoint.errors import (
     ConcurrentWriteError,
     FoundryCheckpointError,

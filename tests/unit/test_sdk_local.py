@@ -18,10 +18,10 @@ from azure.ai.agentserver.core.storage import (
     StateStoreItemRef,
 )
 
-from foundry_checkpoint._engine import StateEngine
-from foundry_checkpoint._local_store import EngineStore
-from foundry_checkpoint._protocol import StateStoreLike
-from foundry_checkpoint._sdk_local import LockedSdkStore, _drive
+from foundry_checkpoint._store._embedded import EngineStore
+from foundry_checkpoint._store._engine import StateEngine
+from foundry_checkpoint._store._protocol import StateStoreLike
+from foundry_checkpoint._store._sdk_local import LockedSdkStore, _drive
 from foundry_checkpoint.errors import FoundryCheckpointError
 
 

@@ -22,11 +22,11 @@ import re
 import unicodedata
 from typing import Final
 
-from .errors import CorruptPayloadError, InvalidIdentifierError
+from foundry_checkpoint.errors import CorruptPayloadError, InvalidIdentifierError
+
+from ._limits import MAX_NAME, MAX_TAG_VALUE
 
 __all__ = [
-    "MAX_NAME",
-    "MAX_TAG_VALUE",
     "check_identifier",
     "check_text",
     "check_user_id",
@@ -40,8 +40,6 @@ __all__ = [
     "validate_prefix",
 ]
 
-MAX_NAME: Final = 128
-MAX_TAG_VALUE: Final = 256
 _MAX_PREFIX: Final = 48
 _SAFE: Final = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_.-")
 _PREFIX_RE: Final = re.compile(r"[A-Za-z0-9_.-]+(/[A-Za-z0-9_.-]+)*")
@@ -192,9 +190,7 @@ def checked_spill_namespace(value: object, prefix: str, where: str) -> str:
         >>> checked_spill_namespace("lg/" + "0" * 32, "lg", "thread 't'")
         'lg/00000000000000000000000000000000'
     """
-    if not isinstance(value, str) or not re.fullmatch(
-        re.escape(prefix) + r"/[0-9a-f]{32}", value
-    ):
+    if not isinstance(value, str) or not re.fullmatch(re.escape(prefix) + r"/[0-9a-f]{32}", value):
         raise CorruptPayloadError(
             f"{where}: the stored spill namespace {value!r} is not one this package writes "
             f"for store_prefix {prefix!r} ('<prefix>/<32 hex digits>'); it was changed outside "

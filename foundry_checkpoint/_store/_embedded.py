@@ -5,8 +5,8 @@ With no configuration the adapters keep their checkpoints in one SQLite file,
 ``$AGENTSERVER_STATE_ROOT`` or ``~/.agentserver`` (the same default as
 ``FoundryStateStore``'s own local mode). :func:`default_engine` opens that file once per process;
 :class:`EngineStore` binds one store name and one user partition to it and answers with records
-of the SDK's shapes (``foundry_checkpoint._protocol``), so the adapters cannot tell it from the
-hosted client.
+of the SDK's shapes (``foundry_checkpoint._store._protocol``), so the adapters cannot tell it
+from the hosted client.
 
 Example:
     >>> import asyncio, tempfile
@@ -43,15 +43,14 @@ from azure.ai.agentserver.core.storage import (
     StateStore,
 )
 
-from foundry_checkpoint._engine import StateEngine
+from ._engine import StateEngine
+from ._limits import DEFAULT_ROOT_DIRNAME, STATE_ROOT_ENV
 
 __all__ = ["DEFAULT_USER", "EngineStore", "default_engine", "default_state_root"]
 
 DEFAULT_USER = "local"
 """The user partition of local mode when no ``user_id`` is given."""
 
-_STATE_ROOT_ENV = "AGENTSERVER_STATE_ROOT"
-_DEFAULT_ROOT_DIRNAME = ".agentserver"
 _SUBDIR = "foundry_checkpoint"
 _FILENAME = "state.sqlite3"
 
@@ -119,10 +118,10 @@ def default_state_root() -> Path:
         >>> isinstance(default_state_root(), Path)
         True
     """
-    configured = os.environ.get(_STATE_ROOT_ENV)
+    configured = os.environ.get(STATE_ROOT_ENV)
     if configured:
         return Path(configured)
-    return Path.home() / _DEFAULT_ROOT_DIRNAME
+    return Path.home() / DEFAULT_ROOT_DIRNAME
 
 
 def default_engine(state_root: Path | None = None) -> StateEngine:

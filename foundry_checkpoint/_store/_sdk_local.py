@@ -45,14 +45,13 @@ from azure.ai.agentserver.core.storage import (
 )
 from filelock import FileLock
 
-from foundry_checkpoint._private import private_dir
 from foundry_checkpoint.errors import FoundryCheckpointError
+
+from ._limits import DEFAULT_ROOT_DIRNAME, HOSTING_ENV, STATE_ROOT_ENV
+from ._private import private_dir
 
 __all__ = ["LockedSdkStore"]
 
-_HOSTING_ENV = "FOUNDRY_HOSTING_ENVIRONMENT"
-_STATE_ROOT_ENV = "AGENTSERVER_STATE_ROOT"
-_DEFAULT_ROOT_DIRNAME = ".agentserver"
 _SDK_SUBDIR = "state_stores"
 
 _T = TypeVar("_T")
@@ -60,8 +59,8 @@ _T = TypeVar("_T")
 
 def _store_file(name: str) -> Path:
     """The JSON file the SDK's local mode uses for ``name`` (same rule as the SDK)."""
-    configured = os.environ.get(_STATE_ROOT_ENV)
-    root = Path(configured) if configured else Path.home() / _DEFAULT_ROOT_DIRNAME
+    configured = os.environ.get(STATE_ROOT_ENV)
+    root = Path(configured) if configured else Path.home() / DEFAULT_ROOT_DIRNAME
     segment = base64.urlsafe_b64encode(name.encode("utf-8")).decode("ascii").rstrip("=")
     return root / _SDK_SUBDIR / f"{segment}.json"
 
@@ -88,7 +87,7 @@ def _drive(call: Callable[[], Coroutine[Any, Any, _T]]) -> _T:
     coroutine.close()
     raise FoundryCheckpointError(
         "The SDK state store tried to do network I/O; LockedSdkStore only wraps its local "
-        f"mode. Unset {_HOSTING_ENV} or use the hosted client directly."
+        f"mode. Unset {HOSTING_ENV} or use the hosted client directly."
     )
 
 
@@ -147,12 +146,12 @@ class LockedSdkStore:
     ) -> LockedSdkStore:
         """Open (or create) the local-mode store ``name``; extra keywords go to the SDK.
 
-        Raises ``FoundryCheckpointError`` when ``FOUNDRY_HOSTING_ENVIRONMENT`` is set: the SDK
+        Raises ``FoundryCheckpointError`` when ``FOUNDRYHOSTING_ENVIRONMENT`` is set: the SDK
         would then talk to the hosted service, which needs no file lock.
         """
-        if os.environ.get(_HOSTING_ENV):
+        if os.environ.get(HOSTING_ENV):
             raise FoundryCheckpointError(
-                f"{_HOSTING_ENV} is set, so FoundryStateStore runs in hosted mode; the SDK's "
+                f"{HOSTING_ENV} is set, so FoundryStateStore runs in hosted mode; the SDK's "
                 "local backend is only available when it is unset."
             )
         path = _store_file(name)

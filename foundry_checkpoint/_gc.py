@@ -1,0 +1,101 @@
+"""Garbage collection of spilled blobs: what no item of the caller's scopes references.
+
+Only namespaces attributable through the caller's own (isolated) stores are considered, and
+only blobs last modified more than the grace period ago, so a blob uploaded by a write still in
+flight (blob first, item second) is never taken. Namespaces under the prefix that none of the
+caller's scopes claims are reported, never touched.
+
+Example:
+    >>> report = GcReport(scanned_scopes=2, referenced=5)
+    >>> report.kept_recent, report.deleted
+    (0, [])
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from ._core import CheckpointCore, Scope
+
+__all__ = ["GcReport", "collect_garbage"]
+
+
+@dataclass
+class GcReport:
+    """What a garbage collection of spilled blobs found and did.
+
+    ``deleted`` lists ``(namespace, digest)`` pairs removed (or that would be, with
+    ``dry_run``); ``kept_recent`` counts unreferenced blobs younger than the grace period;
+    ``unattributed`` lists namespaces under the prefix that none of the caller's own scopes
+    claims (another user's, or a deleted scope's): they are reported, never touched.
+
+    Example:
+        >>> from foundry_checkpoint import GcReport
+        >>> report = GcReport(dry_run=True)
+        >>> report.deleted, report.unattributed, report.dry_run
+        ([], [], True)
+    """
+
+    scanned_scopes: int = 0
+    referenced: int = 0
+    kept_recent: int = 0
+    deleted: list[tuple[str, str]] = field(default_factory=list)
+    unattributed: list[str] = field(default_factory=list)
+    dry_run: bool = False
+
+
+async def collect_garbage(
+    core: CheckpointCore,
+    referenced: Callable[[Scope], Awaitable[set[str]]],
+    *,
+    grace_seconds: float,
+    dry_run: bool,
+) -> GcReport:
+    """Delete the spilled blobs of ``core``'s scopes that no live item references.
+
+    Args:
+        core: The core whose scopes (for the current user) are collected.
+        referenced: Every digest a scope's live items use.
+        grace_seconds: Blobs modified more recently than this are kept.
+        dry_run: Report what would be deleted, delete nothing.
+
+    Returns:
+        What was found and deleted.
+    """
+    report = GcReport(dry_run=dry_run)
+    spill = core.spill
+    if spill is None:
+        return report
+    cutoff = time.time() - grace_seconds
+    owned: set[str] = set()
+    for scope_id in await core.scope_ids():
+        scope = await core.scope(scope_id, create=False)
+        if scope is None:
+            continue
+        report.scanned_scopes += 1
+        ns = await scope.namespace(create=False)
+        if ns is None:
+            continue
+        owned.add(ns)
+        live = await referenced(scope)
+        report.referenced += len(live)
+        stale: list[str] = []
+        for blob in await spill.list(ns):
+            if blob.digest in live:
+                continue
+            if blob.last_modified > cutoff:
+                report.kept_recent += 1
+            else:
+                stale.append(blob.digest)
+        if stale and not dry_run:
+            await spill.delete(ns, stale)
+        report.deleted.extend((ns, digest) for digest in stale)
+    mine = f"{core.prefix}/"
+    report.unattributed = sorted(
+        ns for ns in await spill.namespaces() if ns.startswith(mine) and ns not in owned
+    )
+    return report

@@ -1,0 +1,226 @@
+"""The SQLite database under the engine: schema, connection settings and transactions.
+
+One connection per engine, shared by every thread behind a lock; files use WAL, a generous
+``busy_timeout`` and ``BEGIN IMMEDIATE`` for writes, so several processes can share one file.
+:class:`EngineDatabase` is the base of :class:`~foundry_checkpoint._store._engine.StateEngine`:
+it owns the connection, the clock and the deterministic ids.
+
+Example:
+    >>> db = EngineDatabase(clock=lambda: 3.5)
+    >>> with db._transaction(write=False) as conn:
+    ...     conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
+    True
+    >>> db._now(), db.closed
+    (3, False)
+    >>> db.close(); db.closed
+    True
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import sqlite3
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Final
+
+from foundry_checkpoint.errors import FoundryCheckpointError
+
+from ._limits import STATE_ROOT_ENV
+from ._private import private_file
+
+__all__ = ["SCHEMA", "SCHEMA_VERSION", "EngineDatabase", "open_database"]
+
+_BUSY_TIMEOUT_MS: Final = 30_000
+#: The schema version this package writes and understands (``PRAGMA user_version``).
+SCHEMA_VERSION: Final = 1
+
+#: The statements that create the schema (every one idempotent).
+SCHEMA: Final = (
+    """CREATE TABLE IF NOT EXISTS stores (
+        name TEXT PRIMARY KEY,
+        id TEXT NOT NULL,
+        user_isolation INTEGER NOT NULL,
+        item_ttl_seconds INTEGER NOT NULL,
+        description TEXT,
+        tags TEXT,
+        created_at INTEGER NOT NULL,
+        updated_at INTEGER NOT NULL
+    )""",
+    """CREATE TABLE IF NOT EXISTS items (
+        store TEXT NOT NULL,
+        part TEXT NOT NULL,
+        key TEXT NOT NULL,
+        id TEXT NOT NULL,
+        value TEXT NOT NULL,
+        tags TEXT,
+        etag TEXT NOT NULL,
+        created_at INTEGER NOT NULL,
+        updated_at INTEGER NOT NULL,
+        expires_at INTEGER,
+        PRIMARY KEY (store, part, key)
+    )""",
+    "CREATE UNIQUE INDEX IF NOT EXISTS items_by_id ON items (store, part, id)",
+    "CREATE INDEX IF NOT EXISTS items_by_order ON items (store, part, created_at, id)",
+    """CREATE INDEX IF NOT EXISTS items_by_expiry ON items (store, expires_at)
+        WHERE expires_at IS NOT NULL""",
+    """CREATE TABLE IF NOT EXISTS item_tags (
+        store TEXT NOT NULL,
+        part TEXT NOT NULL,
+        key TEXT NOT NULL,
+        tag_key TEXT NOT NULL,
+        tag_value TEXT NOT NULL,
+        created_at INTEGER NOT NULL,
+        id TEXT NOT NULL,
+        PRIMARY KEY (store, part, key, tag_key)
+    ) WITHOUT ROWID""",
+    """CREATE INDEX IF NOT EXISTS item_tags_by_value
+        ON item_tags (store, part, tag_key, tag_value, created_at, id)""",
+)
+
+
+def open_database(path: Path | None) -> sqlite3.Connection:
+    """Open (and create or check the schema of) the engine's database.
+
+    Args:
+        path: The database file (created 0600 in a private folder), or None for memory.
+
+    Returns:
+        An autocommit connection usable from any thread (callers serialize access).
+
+    Raises:
+        FoundryCheckpointError: The file has a newer schema than this package understands.
+
+    Example:
+        >>> conn = open_database(None)
+        >>> sorted(r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'"))
+        ['item_tags', 'items', 'stores']
+        >>> conn.close()
+    """
+    target = ":memory:" if path is None else str(path)
+    if path is not None:
+        private_file(path)  # 0600 before SQLite opens it; -wal/-shm inherit the mode
+    conn = sqlite3.connect(
+        target,
+        timeout=_BUSY_TIMEOUT_MS / 1000,
+        isolation_level=None,
+        check_same_thread=False,
+    )
+    try:
+        conn.row_factory = sqlite3.Row
+        conn.execute(f"PRAGMA busy_timeout = {_BUSY_TIMEOUT_MS}")
+        if path is not None:
+            _set_wal(conn)
+        conn.execute("PRAGMA synchronous = NORMAL")
+        version = conn.execute("PRAGMA user_version").fetchone()[0]
+        if version < SCHEMA_VERSION:
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                for statement in SCHEMA:
+                    conn.execute(statement)
+                conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+                conn.execute("COMMIT")
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+        elif version > SCHEMA_VERSION:
+            raise FoundryCheckpointError(
+                f"The state database {target} has schema version {version}, newer than "
+                f"this foundry-checkpoint understands ({SCHEMA_VERSION}); upgrade the "
+                f"package or point {STATE_ROOT_ENV} elsewhere."
+            )
+    except BaseException:
+        conn.close()
+        raise
+    return conn
+
+
+def _set_wal(conn: sqlite3.Connection) -> None:
+    # Switching to WAL needs a moment of exclusive access; another process opening the
+    # same file at the same instant can make it report "locked" despite busy_timeout.
+    for attempt in range(100):
+        try:
+            conn.execute("PRAGMA journal_mode = WAL").fetchone()
+            return
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) or attempt == 99:
+                raise
+            time.sleep(0.01)
+
+
+class EngineDatabase:
+    """One SQLite connection behind a lock, the engine's clock and its deterministic ids.
+
+    ``path=None`` keeps everything in memory. ``tie_seed`` changes the hash that orders items
+    created within the same second. ``clock`` returns epoch seconds.
+
+    Example:
+        >>> db = EngineDatabase(tie_seed=1)
+        >>> db._item_id("s", "u", "k") != EngineDatabase(tie_seed=2)._item_id("s", "u", "k")
+        True
+    """
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str] | None = None,
+        *,
+        tie_seed: int = 0,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self._path: Path | None = None if path is None else Path(path)
+        self._tie_seed = tie_seed
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._conn: sqlite3.Connection | None = open_database(self._path)
+
+    @property
+    def path(self) -> Path | None:
+        """The database file, or None for an in-memory engine."""
+        return self._path
+
+    @property
+    def closed(self) -> bool:
+        """Whether :meth:`close` was called."""
+        return self._conn is None
+
+    def close(self) -> None:
+        """Close the database connection; calling it again does nothing."""
+        with self._lock:
+            conn, self._conn = self._conn, None
+        if conn is not None:
+            conn.close()
+
+    @contextmanager
+    def _transaction(self, *, write: bool) -> Iterator[sqlite3.Connection]:
+        with self._lock:
+            conn = self._conn
+            if conn is None:
+                raise FoundryCheckpointError(
+                    "This StateEngine is closed; create a new one (or call default_engine())."
+                )
+            conn.execute("BEGIN IMMEDIATE" if write else "BEGIN")
+            try:
+                yield conn
+            except BaseException:
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+                raise
+            conn.execute("COMMIT")
+
+    def _now(self) -> int:
+        return int(self._clock())
+
+    def _hash(self, *parts: str) -> str:
+        material = json.dumps([self._tie_seed, *parts], ensure_ascii=False)
+        return hashlib.sha256(material.encode("utf-8")).hexdigest()[:24]
+
+    def _store_id(self, name: str) -> str:
+        return "ss_" + self._hash("store", name)
+
+    def _item_id(self, store: str, part: str, key: str) -> str:
+        return "it_" + self._hash("item", store, part, key)

@@ -1,0 +1,322 @@
+"""The hosted backend: ``FoundryStateStore`` clients sharing one credential and one transport.
+
+Left to itself each ``FoundryStateStore`` builds its own credential and aiohttp session (a
+connection pool per store: descriptors grow with the threads served), and azure-core turns a
+CA-file ``connection_verify`` into a new SSL context per request. :class:`HostedClients`
+builds every client of one core with the same credential (the one passed, else one
+``DefaultAzureCredential`` created on first use) and the same transport (one session, one SSL
+context), and closes what it created in :meth:`HostedClients.aclose`. The SDK also ignores
+azure-core's ``retry_*`` client options, so :class:`RetrySettingsPolicy` applies them per
+request; and since azure-core never retries a POST on a transport error,
+:func:`transport_retried` repeats creates that are safe to repeat.
+
+Example:
+    >>> import asyncio
+    >>> async def demo() -> list[str]:
+    ...     clients = HostedClients(
+    ...         endpoint="https://example.invalid", user_id=None, item_ttl_seconds=-1,
+    ...         credential=None, client_kwargs={"retry_total": 0})
+    ...     try:
+    ...         return [type(p).__name__ for p in clients.pipeline_kwargs()["per_call_policies"]]
+    ...     finally:
+    ...         await clients.aclose()
+    >>> asyncio.run(demo())
+    ['RetrySettingsPolicy']
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from collections.abc import Awaitable, Callable, Mapping
+from typing import TYPE_CHECKING, Any, Final, TypeVar
+
+from azure.ai.agentserver.core.storage import FoundryStateStore
+from azure.core.exceptions import ServiceRequestError, ServiceResponseError
+from azure.core.pipeline import PipelineRequest
+from azure.core.pipeline.policies import SansIOHTTPPolicy
+from azure.core.rest import AsyncHttpResponse, HttpRequest
+
+from foundry_checkpoint.errors import FoundryCheckpointError, InvalidArgumentError
+
+from ._limits import HOSTING_ENV
+
+if TYPE_CHECKING:
+    from azure.core.credentials_async import AsyncTokenCredential
+
+__all__ = [
+    "RETRY_OPTIONS",
+    "HostedClients",
+    "RetrySettingsPolicy",
+    "hosted",
+    "transport_retried",
+]
+
+T = TypeVar("T")
+
+_TRANSPORT_ATTEMPTS: Final = 4
+
+#: azure-core's retry options that :class:`RetrySettingsPolicy` applies to every request.
+RETRY_OPTIONS: Final = (
+    "retry_total",
+    "retry_connect",
+    "retry_read",
+    "retry_status",
+    "retry_backoff_factor",
+    "retry_backoff_max",
+)
+
+
+def hosted() -> bool:
+    """True when running inside a Foundry-hosted agent (``FOUNDRY_HOSTING_ENVIRONMENT`` set).
+
+    Example:
+        >>> import os
+        >>> hosted() == bool(os.environ.get("FOUNDRY_HOSTING_ENVIRONMENT"))
+        True
+    """
+    return bool(os.environ.get(HOSTING_ENV))
+
+
+class RetrySettingsPolicy(SansIOHTTPPolicy[HttpRequest, AsyncHttpResponse]):
+    """Hands azure-core retry options to the SDK's own ``AsyncRetryPolicy``, per request.
+
+    ``FoundryStateStore`` builds ``AsyncRetryPolicy()`` with its defaults and ignores
+    ``retry_total=`` and the other ``retry_*`` client options. The retry policy reads those
+    options from each request's context, though, so this policy (a per-call policy, which
+    azure-core places before the retry policy) puts the configured values there unless the
+    call already set them.
+
+    Args:
+        settings: ``retry_*`` options (see :data:`RETRY_OPTIONS`) and their values.
+
+    Raises:
+        InvalidArgumentError: A key of ``settings`` is not a retry option.
+
+    Example:
+        >>> policy = RetrySettingsPolicy({"retry_total": 0})
+        >>> policy.settings
+        {'retry_total': 0}
+    """
+
+    def __init__(self, settings: Mapping[str, Any]) -> None:
+        unknown = set(settings) - set(RETRY_OPTIONS)
+        if unknown:
+            raise InvalidArgumentError(f"not retry options: {sorted(unknown)}")
+        self.settings = dict(settings)
+
+    def on_request(self, request: PipelineRequest[HttpRequest]) -> None:
+        """Set the configured retry options on the request unless it carries its own."""
+        for key, value in self.settings.items():
+            request.context.options.setdefault(key, value)
+
+
+async def transport_retried(make: Callable[[], Awaitable[T]]) -> T:
+    """``make()``, again after a dropped connection or a failed send.
+
+    azure-core retries a POST only on some HTTP statuses, never on a transport error, so a
+    create (a store, an item) would fail a whole step on one dropped connection. Callers only
+    pass operations that are safe to repeat: a create that did land answers 409 the second
+    time, which they treat as "already there".
+
+    Args:
+        make: Starts the operation afresh on every call.
+
+    Returns:
+        What the first attempt that did not fail in transport answered.
+
+    Raises:
+        ServiceRequestError: The last attempt could not send.
+        ServiceResponseError: The last attempt got no response.
+    """
+    for attempt in range(_TRANSPORT_ATTEMPTS):
+        try:
+            return await make()
+        except (ServiceRequestError, ServiceResponseError):
+            if attempt == _TRANSPORT_ATTEMPTS - 1:
+                raise
+            await asyncio.sleep(0.1 * 4**attempt)
+    raise AssertionError("unreachable")  # pragma: no cover
+
+
+class HostedClients:
+    """Builds the hosted store clients of one core, sharing a credential and a transport.
+
+    Clients are built with ``user_isolation=True`` and the core's TTL and ``user_id``. Building
+    a client sends nothing; :meth:`get_or_create` does. Closing a client leaves the shared
+    transport and credential open; :meth:`aclose` closes what this object created.
+
+    Args:
+        endpoint: The project endpoint (None: the SDK reads ``FOUNDRY_PROJECT_ENDPOINT``).
+        user_id: The explicit end user, or None (the request context decides).
+        item_ttl_seconds: The stores' item TTL.
+        credential: An async credential, or None for one ``DefaultAzureCredential``.
+        client_kwargs: azure-core client options (``connection_verify``, ``retry_total``, ...).
+
+    Example:
+        >>> import asyncio
+        >>> async def demo() -> str:
+        ...     clients = HostedClients(endpoint="https://example.invalid", user_id="ann",
+        ...                             item_ttl_seconds=60, credential=None, client_kwargs={})
+        ...     store = clients.client("s")
+        ...     await store.aclose()
+        ...     await clients.aclose()
+        ...     return store.name
+        >>> asyncio.run(demo())
+        's'
+    """
+
+    def __init__(
+        self,
+        *,
+        endpoint: str | None,
+        user_id: str | None,
+        item_ttl_seconds: int,
+        credential: AsyncTokenCredential | None,
+        client_kwargs: Mapping[str, Any],
+    ) -> None:
+        self._endpoint = endpoint
+        self._user_id = user_id
+        self._ttl = item_ttl_seconds
+        self._credential = credential
+        self._client_kwargs = dict(client_kwargs)
+        self._owned_credential: AsyncTokenCredential | None = None
+        self._session: Any = None
+        self._transport: Any = None
+
+    def client(self, name: str) -> FoundryStateStore:
+        """A client of the store ``name``; no I/O.
+
+        Args:
+            name: The store name.
+
+        Returns:
+            The client, isolated, on the shared credential and transport.
+        """
+        return FoundryStateStore(
+            name,
+            self.credential(),
+            self._endpoint,
+            user_isolation=True,
+            item_ttl_seconds=self._ttl,
+            user_id=self._user_id,
+            **self.pipeline_kwargs(),
+        )
+
+    async def get_or_create(self, name: str) -> FoundryStateStore:
+        """A client of the store ``name``, created isolated first when it does not exist.
+
+        Args:
+            name: The store name.
+
+        Returns:
+            The client (an existing store keeps its own settings: check its descriptor).
+        """
+        kwargs = self.pipeline_kwargs()
+        credential = self.credential()
+        return await transport_retried(
+            lambda: FoundryStateStore.get_or_create(
+                name,
+                credential,
+                self._endpoint,
+                user_isolation=True,
+                item_ttl_seconds=self._ttl,
+                user_id=self._user_id,
+                **kwargs,
+            )
+        )
+
+    def credential(self) -> AsyncTokenCredential:
+        """The one credential every client uses.
+
+        The one passed in, else one ``DefaultAzureCredential`` created on first use and closed
+        by :meth:`aclose` (the SDK would build one per client: one per thread served).
+
+        Returns:
+            The credential.
+
+        Raises:
+            FoundryCheckpointError: No credential was passed and azure-identity is missing.
+        """
+        if self._credential is not None:
+            return self._credential
+        if self._owned_credential is None:
+            try:
+                from azure.identity.aio import DefaultAzureCredential
+            except ImportError as exc:  # pragma: no cover - azure-identity is a dependency
+                raise FoundryCheckpointError(
+                    "hosted mode without credential= uses DefaultAzureCredential: install "
+                    "azure-identity, or pass an async credential"
+                ) from exc
+            self._owned_credential = DefaultAzureCredential()
+        return self._owned_credential
+
+    def pipeline_kwargs(self) -> dict[str, Any]:
+        """The client keyword arguments, with one transport shared by every client.
+
+        The session is made once, with one SSL context built from
+        ``connection_verify``/``connection_cert``, and every client gets the same transport,
+        which it does not own. A ``transport=`` passed by the caller is used as given. The
+        ``retry_*`` options are taken out and applied per request by a
+        :class:`RetrySettingsPolicy` placed before the SDK's policy (``per_call_policies``).
+
+        Returns:
+            Keyword arguments for ``FoundryStateStore``.
+        """
+        kwargs = dict(self._client_kwargs)
+        retry: dict[str, Any] = {k: kwargs.pop(k) for k in RETRY_OPTIONS if k in kwargs}
+        if retry:
+            extra = kwargs.pop("per_call_policies", None)
+            chain = (
+                [] if extra is None else list(extra) if isinstance(extra, list | tuple) else [extra]
+            )
+            kwargs["per_call_policies"] = [RetrySettingsPolicy(retry), *chain]
+        if "transport" in kwargs:
+            return kwargs
+        if self._transport is None:
+            import ssl
+
+            import aiohttp
+            from azure.core.pipeline.transport import AioHttpTransport
+
+            verify = kwargs.get("connection_verify", True)
+            cert = kwargs.get("connection_cert")
+            context: ssl.SSLContext | bool
+            if verify is False and not cert:
+                context = False
+            else:
+                context = ssl.create_default_context(
+                    cafile=verify if isinstance(verify, str) else None
+                )
+                if verify is False:
+                    context.check_hostname = False
+                    context.verify_mode = ssl.CERT_NONE
+                if cert:
+                    context.load_cert_chain(*((cert,) if isinstance(cert, str) else cert))
+            self._session = aiohttp.ClientSession(
+                connector=aiohttp.TCPConnector(ssl=context),
+                trust_env=bool(kwargs.get("use_env_settings", True)),
+                cookie_jar=aiohttp.DummyCookieJar(),
+                auto_decompress=False,
+            )
+            transport_kwargs = {
+                k: v
+                for k, v in kwargs.items()
+                if k not in ("connection_verify", "connection_cert", "per_call_policies")
+            }
+            self._transport = AioHttpTransport(
+                session=self._session, session_owner=False, **transport_kwargs
+            )
+        kwargs.pop("connection_verify", None)
+        kwargs.pop("connection_cert", None)
+        kwargs["transport"] = self._transport
+        return kwargs
+
+    async def aclose(self) -> None:
+        """Close the shared session and the credential this object created; idempotent."""
+        session, self._session, self._transport = self._session, None, None
+        if session is not None:
+            await session.close()
+        credential, self._owned_credential = self._owned_credential, None
+        if credential is not None:
+            await credential.close()
