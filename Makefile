@@ -59,6 +59,7 @@ lint: $(STAMP)
 	$(VENV)/bin/ruff check foundry_checkpoint foundry_checkpoint_maf foundry_checkpoint_autogen tests \
 		benchmarks samples
 	$(VENV)/bin/mypy --strict foundry_checkpoint foundry_checkpoint_maf foundry_checkpoint_autogen
+	$(VENV)/bin/lint-imports
 
 format: $(STAMP)
 	$(VENV)/bin/ruff check --fix foundry_checkpoint foundry_checkpoint_maf foundry_checkpoint_autogen \
