@@ -1,5 +1,6 @@
 """Spill stores: one behaviour suite for LocalSpill and AzureBlobSpill (against real Azurite),
-then what is specific to each (constructors, environment, containers, processes)."""
+then what is specific to AzureBlobSpill (constructors, environment, containers). What is
+specific to LocalSpill is in tests/unit/test_local_spill.py."""
 
 from __future__ import annotations
 
@@ -325,67 +326,6 @@ async def test_satisfies_the_protocol(harness: Harness) -> None:
     assert isinstance(harness.spill, SpillStore)
     assert str(harness.spill) == harness.spill.describe
     assert harness.spill.describe.split(":", 1)[0] in ("local", "azure")
-
-
-# -- LocalSpill specifics ----------------------------------------------------------------------
-
-
-async def test_local_layout_and_atomic_writes(tmp_path: Path) -> None:
-    spill = LocalSpill(tmp_path, fsync=True)
-    assert spill.describe == f"local:{tmp_path}"
-    digest, data = _blob("on disk")
-    await spill.put("lg/t1", digest, data)
-    path = tmp_path / "lg" / "t1" / digest
-    assert path.read_bytes() == data
-    assert path.stat().st_mode & 0o777 == 0o600
-    assert sorted(p.name for p in path.parent.iterdir()) == [digest]  # no temporary left
-
-
-async def test_local_write_failure_leaves_nothing(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    spill = LocalSpill(tmp_path, fsync=False)
-
-    def failing_replace(src: Any, dst: Any) -> None:
-        raise OSError("injected: disk full")
-
-    monkeypatch.setattr(os, "replace", failing_replace)
-    digest, data = _blob("half")
-    with pytest.raises(OSError, match="injected"):
-        await spill.put(NS, digest, data)
-    monkeypatch.undo()
-    assert _files(tmp_path) == []
-    assert await spill.list(NS) == []
-
-
-async def test_local_delete_namespace_removes_stale_temporaries(tmp_path: Path) -> None:
-    spill = LocalSpill(tmp_path, fsync=False)
-    digest, data = _blob("x")
-    await spill.put(NS, digest, data)
-    (tmp_path / NS / f".{digest}.0123456789abcdef.tmp").write_bytes(b"partial")
-    (tmp_path / NS / "unrelated.txt").write_bytes(b"not ours")
-    assert [i.digest for i in await spill.list(NS)] == [digest]
-    assert await spill.delete_namespace(NS) == 1
-    assert sorted(p.name for p in (tmp_path / NS).iterdir()) == ["unrelated.txt"]
-
-
-async def test_local_spill_is_shared_across_processes(tmp_path: Path) -> None:
-    digest, data = _blob("from another process")
-    script = (
-        "import asyncio, sys\n"
-        "from foundry_checkpoint.spill import LocalSpill\n"
-        "asyncio.run(LocalSpill(sys.argv[1]).put(sys.argv[2], sys.argv[3], sys.argv[4].encode()))\n"
-    )
-    workers = [
-        await asyncio.create_subprocess_exec(
-            sys.executable, "-c", script, str(tmp_path), NS, digest, data.decode()
-        )
-        for _ in range(4)
-    ]
-    assert [await w.wait() for w in workers] == [0, 0, 0, 0]
-    spill = LocalSpill(tmp_path)
-    assert await spill.get(NS, digest) == data
-    assert sorted(p.name for p in (tmp_path / NS).iterdir()) == [digest]
 
 
 # -- AzureBlobSpill specifics ------------------------------------------------------------------

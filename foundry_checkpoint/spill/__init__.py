@@ -1,0 +1,44 @@
+"""Spill stores: where payloads too large for one state-store item go.
+
+The state store limits a serialized item value to 1 MB. A checkpoint larger than that is written
+as a *blob* to a spill store first, and the item then holds only a small reference (its sha256,
+size and codec, see :mod:`foundry_checkpoint._codec`). Two implementations are provided:
+
+* :class:`LocalSpill` keeps blobs as files under a directory (the default in local mode).
+* :class:`AzureBlobSpill` keeps them in an Azure Blob Storage container (hosted mode); it needs
+  the ``foundry-checkpoint[blob]`` extra.
+
+Both implement the :class:`SpillStore` protocol. Blobs are **content-addressed**: a blob's name
+is the sha256 of its bytes, so writing the same content twice stores it once, and a reader can
+verify what it got back. Every blob lives in a **namespace**, an opaque string chosen by the
+caller (the checkpointers use a random value kept in the user's own isolated store, so that one
+user's cleanup can never reach another user's blobs). Namespaces are 1-200 characters of
+``[A-Za-z0-9_.-/]`` made of non-empty ``/``-separated segments, none of them ``.`` or ``..``.
+A namespace does not contain the blobs of the namespaces nested below it: ``"a"`` and ``"a/b"``
+are unrelated.
+
+Writing an existing blob again does not upload it again but refreshes its last-modified time, so
+a retention rule of the form "delete blobs not modified for N days" never removes a blob that
+deduplication keeps reusing (keep N longer than the state store's item TTL).
+
+Example:
+    >>> import asyncio, hashlib, tempfile
+    >>> from foundry_checkpoint.spill import LocalSpill
+    >>> async def demo(directory: str) -> bytes:
+    ...     spill = LocalSpill(directory)
+    ...     data = b"a large checkpoint"
+    ...     digest = hashlib.sha256(data).hexdigest()
+    ...     await spill.put("lg/3f2a", digest, data)
+    ...     return await spill.get("lg/3f2a", digest)
+    >>> with tempfile.TemporaryDirectory() as d:
+    ...     asyncio.run(demo(d))
+    b'a large checkpoint'
+"""
+
+from __future__ import annotations
+
+from ._azure import AzureBlobSpill
+from ._local import LocalSpill
+from ._protocol import BlobInfo, SpillStore
+
+__all__ = ["AzureBlobSpill", "BlobInfo", "LocalSpill", "SpillStore"]

@@ -1,0 +1,258 @@
+"""The local-directory spill store, :class:`LocalSpill`: one file per blob.
+
+Example:
+    >>> import asyncio, tempfile
+    >>> with tempfile.TemporaryDirectory() as d:
+    ...     asyncio.run(LocalSpill(d, fsync=False).list("lg/3f2a"))
+    []
+"""
+
+from __future__ import annotations
+
+import asyncio
+import builtins
+import contextlib
+import os
+import secrets
+import stat
+from collections.abc import Iterable
+from pathlib import Path
+
+from .._store._private import private_dir
+from ..errors import CorruptPayloadError
+from ._protocol import (
+    DIGEST_RE,
+    NAMESPACE_RE,
+    BlobInfo,
+    check_content,
+    check_digest,
+    check_namespace,
+    corrupt_blob,
+    missing_blob,
+    sha256_hex,
+)
+
+__all__ = ["LocalSpill"]
+
+
+class LocalSpill:
+    """A spill store in a local directory: one file per blob at ``<dir>/<namespace>/<digest>``.
+
+    Writes are atomic (a private temporary file in the same directory, then :func:`os.replace`),
+    so a reader never sees a partial blob, and several processes may share the directory: two
+    writers of one digest write identical bytes, and a namespace removed by one process while
+    another writes into it is re-created by the writer. With ``fsync=True`` (the default) file
+    data and the directory entry are flushed to disk before :meth:`put` returns, so a blob
+    survives a crash of the machine once the item that references it has been written.
+    Blocking file I/O runs in worker threads, never on the calling event loop.
+
+    Files are created readable by their owner only (mode 0600, directories 0700).
+
+    Example:
+        >>> import asyncio, tempfile
+        >>> with tempfile.TemporaryDirectory() as d:
+        ...     spill = LocalSpill(d, fsync=False)
+        ...     asyncio.run(spill.namespaces())
+        []
+    """
+
+    def __init__(self, directory: str | os.PathLike[str], *, fsync: bool = True) -> None:
+        """Use ``directory`` (created on the first write) for blobs; see the class docstring."""
+        self._root = Path(os.path.abspath(os.fspath(directory)))
+        self._fsync = fsync
+
+    @property
+    def directory(self) -> Path:
+        """The absolute directory holding the blobs."""
+        return self._root
+
+    @property
+    def describe(self) -> str:
+        """``local:<absolute directory>``."""
+        return f"local:{self._root}"
+
+    def __str__(self) -> str:
+        return self.describe
+
+    def __repr__(self) -> str:
+        return f"LocalSpill({str(self._root)!r}, fsync={self._fsync!r})"
+
+    def _path(self, namespace: str, digest: str | None = None) -> Path:
+        folder = self._root.joinpath(*check_namespace(namespace).split("/"))
+        path = folder if digest is None else folder / check_digest(digest)
+        self._inside(path)
+        return path
+
+    def _inside(self, path: Path) -> None:
+        """Raise unless ``path``, with every symbolic link resolved, lies under the root.
+
+        A symlinked namespace folder or blob (a tampered spill directory) could otherwise make
+        a read, a listing or a delete reach files outside the spill store.
+        """
+        root = os.path.realpath(self._root)
+        real = os.path.realpath(path)
+        if os.path.commonpath([root, real]) != root:
+            raise CorruptPayloadError(
+                f"{path} resolves to {real}, outside the spill directory {root} (a symbolic "
+                "link was placed in it); nothing was read or deleted there"
+            )
+
+    async def put(self, namespace: str, digest: str, data: bytes) -> None:
+        """Write the blob unless present; refresh its modification time when it is."""
+        path = self._path(namespace, digest)
+        await check_content(digest, data)
+        await asyncio.to_thread(self._put_sync, path, bytes(data))
+
+    def _put_sync(self, path: Path, data: bytes) -> None:
+        for _ in range(5):
+            try:
+                os.utime(path)  # present: refresh mtime, do not rewrite
+                return
+            except FileNotFoundError:
+                pass
+            try:
+                self._write_blob(path, data)
+                return
+            except FileNotFoundError:
+                # Another process removed the (empty) namespace directory between our mkdir and
+                # our write; try again from the start.
+                continue
+        raise OSError(f"could not write blob {path} (its directory kept disappearing)")
+
+    def _write_blob(self, path: Path, data: bytes) -> None:
+        """Create ``path`` atomically with ``data`` (temporary file + os.replace)."""
+        private_dir(path.parent)
+        tmp = path.parent / f".{path.name}.{secrets.token_hex(8)}.tmp"
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0), 0o600)
+        try:
+            with os.fdopen(fd, "wb") as handle:
+                handle.write(data)
+                handle.flush()
+                if self._fsync:
+                    os.fsync(handle.fileno())
+            os.replace(tmp, path)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+            raise
+        if self._fsync:
+            _fsync_directory(path.parent)
+
+    async def get(self, namespace: str, digest: str) -> bytes:
+        """Read and verify the blob."""
+        path = self._path(namespace, digest)
+        try:
+            data = await asyncio.to_thread(path.read_bytes)
+        except (FileNotFoundError, NotADirectoryError):
+            raise missing_blob(namespace, digest, self.describe) from None
+        actual = await sha256_hex(data)
+        if actual != digest:
+            raise corrupt_blob(namespace, digest, actual, self.describe)
+        return data
+
+    async def delete(self, namespace: str, digests: Iterable[str]) -> int:
+        """Remove the given blobs; returns how many were removed."""
+        paths = [self._path(namespace, digest) for digest in digests]
+        folder = self._path(namespace)
+        return await asyncio.to_thread(self._delete_sync, folder, paths)
+
+    def _delete_sync(self, folder: Path, paths: builtins.list[Path]) -> int:
+        removed = 0
+        for path in paths:
+            try:
+                os.unlink(path)
+                removed += 1
+            except (FileNotFoundError, NotADirectoryError):
+                pass
+        self._prune(folder)
+        return removed
+
+    async def delete_namespace(self, namespace: str) -> int:
+        """Remove every blob of ``namespace`` (and stale temporary files); returns the count."""
+        folder = self._path(namespace)
+        return await asyncio.to_thread(self._delete_namespace_sync, folder)
+
+    def _delete_namespace_sync(self, folder: Path) -> int:
+        removed = 0
+        for entry in _scan(folder):
+            if not entry.is_file(follow_symlinks=False):
+                continue
+            if DIGEST_RE.fullmatch(entry.name) or _is_temp_name(entry.name):
+                try:
+                    os.unlink(entry.path)
+                except FileNotFoundError:
+                    continue
+                if DIGEST_RE.fullmatch(entry.name):
+                    removed += 1
+        self._prune(folder)
+        return removed
+
+    def _prune(self, folder: Path) -> None:
+        """Remove ``folder`` and its parents up to the root while they are empty."""
+        while folder != self._root and self._root in folder.parents:
+            try:
+                folder.rmdir()
+            except OSError:  # not empty, already gone, or in use by another process
+                return
+            folder = folder.parent
+
+    async def list(self, namespace: str) -> builtins.list[BlobInfo]:
+        """Every blob of ``namespace`` with its size and modification time."""
+        folder = self._path(namespace)
+        return await asyncio.to_thread(self._list_sync, folder)
+
+    @staticmethod
+    def _list_sync(folder: Path) -> builtins.list[BlobInfo]:
+        infos: builtins.list[BlobInfo] = []
+        for entry in _scan(folder):
+            if not DIGEST_RE.fullmatch(entry.name):
+                continue
+            try:
+                st = entry.stat(follow_symlinks=False)
+            except FileNotFoundError:
+                continue
+            if stat.S_ISREG(st.st_mode):
+                infos.append(BlobInfo(entry.name, st.st_size, st.st_mtime))
+        return sorted(infos)
+
+    async def namespaces(self) -> builtins.list[str]:
+        """Every namespace directory that holds at least one blob."""
+        return await asyncio.to_thread(self._namespaces_sync)
+
+    def _namespaces_sync(self) -> builtins.list[str]:
+        found: builtins.list[str] = []
+        for dirpath, _dirnames, filenames in os.walk(self._root):
+            if any(DIGEST_RE.fullmatch(name) for name in filenames):
+                relative = Path(dirpath).relative_to(self._root).as_posix()
+                if relative != "." and NAMESPACE_RE.fullmatch(relative):
+                    found.append(relative)
+        return sorted(found)
+
+    async def aclose(self) -> None:
+        """Nothing to release; present for the protocol."""
+
+
+def _scan(folder: Path) -> list[os.DirEntry[str]]:
+    try:
+        with os.scandir(folder) as entries:
+            return list(entries)
+    except (FileNotFoundError, NotADirectoryError):
+        return []
+
+
+def _is_temp_name(name: str) -> bool:
+    return name.startswith(".") and name.endswith(".tmp") and DIGEST_RE.match(name[1:]) is not None
+
+
+def _fsync_directory(folder: Path) -> None:
+    """Flush a directory entry to disk (POSIX); a no-op where directories cannot be opened."""
+    try:
+        fd = os.open(folder, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
