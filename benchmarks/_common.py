@@ -164,10 +164,10 @@ class LocalCounters:
         original: Callable[..., Any] = getattr(cls, "put")  # noqa: B009
         counters = self
 
-        async def put(spill: Any, namespace: str, digest: str, data: bytes) -> Any:
+        async def put(spill: Any, namespace: str, data: bytes) -> Any:
             counters.spill_puts += 1
             counters.spill_bytes += len(data)
-            return await original(spill, namespace, digest, data)
+            return await original(spill, namespace, data)
 
         setattr(cls, "put", put)  # noqa: B010
 

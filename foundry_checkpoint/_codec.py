@@ -16,8 +16,9 @@ otherwise ``"raw"``. Integrity is checked on every read:
   :data:`INFLATE_LIMIT` bytes (a payload that would inflate further is spilled instead), so a
   small item cannot make a reader allocate without bound;
 * references carry the sha256 of the stored (possibly compressed) blob, which is also its
-  content-addressed name, and ``"n"``, the size of the *decoded* payload, checked after
-  decompression (and used to bound it).
+  content-addressed name (computed by the spill store's ``put``, and verified by its ``get``:
+  the codec never hashes a blob itself), and ``"n"``, the size of the *decoded* payload,
+  checked after decompression (and used to bound it).
 
 Any failure raises :class:`~foundry_checkpoint.errors.CorruptPayloadError` naming ``where``.
 These checks catch damage and accidental edits; they are not a signature against a deliberate
@@ -29,8 +30,10 @@ separators and ASCII escaping; ``tags`` omitted when empty), which is larger tha
 alone. It must fit :data:`INLINE_BUDGET`, a safety margin below the store's 1 MB limit
 (:data:`ITEM_LIMIT`). A value that does not fit is uploaded to the spill store **before** the
 reference is returned, so an item written with the returned value never points at a blob that
-was not stored. Callers may add ``extra`` string fields (for example the full identifier when a
-key had to be hashed); they count towards the size.
+was not stored. The payload is compressed once and the blob hashed once (by the spill store);
+the spill namespace is asked for only when a value spills. Callers may add ``extra`` string
+fields (for example the full identifier when a key had to be hashed); they count towards the
+size.
 
 Example:
     >>> import asyncio
@@ -44,16 +47,15 @@ Example:
 
 from __future__ import annotations
 
-import asyncio
 import base64
 import binascii
-import hashlib
 import json
 import re
 import zlib
-from collections.abc import Callable, Mapping
-from typing import Any, Final, TypeVar
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any, Final, TypeAlias
 
+from ._offload import offload
 from ._store._limits import MAX_VALUE_BYTES as ITEM_LIMIT
 from .errors import CheckpointTooLargeError, CorruptPayloadError, MissingBlobError
 from .spill import SpillStore
@@ -63,6 +65,7 @@ __all__ = [
     "INFLATE_LIMIT",
     "INLINE_BUDGET",
     "ITEM_LIMIT",
+    "NamespaceSource",
     "decode",
     "encode",
     "encode_inline",
@@ -86,22 +89,12 @@ _RAW: Final = "raw"
 _ZLIB: Final = "z"
 _LEVEL: Final = 6
 _RESERVED: Final = frozenset({"v", "c", "d", "k", "s", "n"})
-_THREAD_THRESHOLD: Final = 256 * 1024  # CPU work on larger payloads runs in a worker thread
 _DIGEST_RE: Final = re.compile(r"[0-9a-f]{64}")
 _CRC_RE: Final = re.compile(r"[0-9a-f]{8}")
+_SOME_DIGEST: Final = "0" * 64  # a digest's length, for sizing a reference before the upload
 
-_T = TypeVar("_T")
-
-
-async def _cpu(size: int, func: Callable[[], _T]) -> _T:
-    """Run ``func`` inline for small inputs, in a worker thread for large ones.
-
-    zlib, hashlib and base64 release the GIL on large buffers, so the event loop (the
-    checkpointer's private I/O loop) keeps serving other store calls meanwhile.
-    """
-    if size >= _THREAD_THRESHOLD:
-        return await asyncio.to_thread(func)
-    return func()
+NamespaceSource: TypeAlias = "str | Callable[[], Awaitable[str]]"
+"""A spill namespace, or a coroutine function giving it (called only when a value spills)."""
 
 
 def _pack(payload: bytes) -> tuple[str, bytes]:
@@ -168,17 +161,34 @@ async def encode(
     tags: Mapping[str, str] | None,
     extra: Mapping[str, str] | None,
     spill: SpillStore | None,
-    namespace: str | None,
+    namespace: NamespaceSource | None,
     where: str,
 ) -> dict[str, Any]:
     """Encode ``payload`` as the value of item ``key``, spilling it when it does not fit.
 
     Returns the inline value (plus ``extra``) when the create-request body fits
     :data:`INLINE_BUDGET`. Otherwise stores the (compressed when smaller) bytes in ``spill``
-    under ``namespace`` first and returns a reference. Raises
-    :class:`~foundry_checkpoint.errors.CheckpointTooLargeError` naming ``where`` before anything
-    is written when no spill store (or no namespace) is given, or when ``key``, ``tags`` and
-    ``extra`` alone exceed the budget.
+    under ``namespace`` first and returns a reference. The payload is compressed once, the blob
+    is hashed once (by ``spill.put``, which returns the digest), and ``namespace``, when it is a
+    coroutine function, is called only when the value spills.
+
+    Args:
+        payload: The bytes to encode.
+        key: The item key (its size counts towards the request budget).
+        tags: The item's tags (counted too), or None.
+        extra: String fields added to the value (counted too), or None.
+        spill: Where a value that does not fit goes, or None.
+        namespace: The spill namespace, or a coroutine function giving it, or None.
+        where: What the item is, for error messages.
+
+    Returns:
+        The item value: inline, or a reference to the stored blob.
+
+    Raises:
+        CheckpointTooLargeError: The value does not fit and no spill store (or namespace) is
+            given, or ``key``, ``tags`` and ``extra`` alone exceed the budget; raised before
+            anything is written.
+        ValueError: An ``extra`` field clashes with the codec's own fields.
 
     Example:
         >>> import asyncio
@@ -190,12 +200,12 @@ async def encode(
     """
     payload = bytes(payload)
     fields = _check_extra(extra)
-    codec, stored = await _cpu(len(payload), lambda: _pack(payload))
+    codec, stored = await offload(len(payload), lambda: _pack(payload))
 
     skeleton = {**_inline_value(codec, payload, ""), **fields}
     inline_size = _request_size(key, skeleton, tags) + _b64_len(len(stored))
     if inline_size <= INLINE_BUDGET and (codec == _RAW or len(payload) <= INFLATE_LIMIT):
-        skeleton["d"] = await _cpu(len(stored), lambda: base64.b64encode(stored).decode("ascii"))
+        skeleton["d"] = await offload(len(stored), lambda: base64.b64encode(stored).decode("ascii"))
         return skeleton
 
     if spill is None or namespace is None:
@@ -209,17 +219,17 @@ async def encode(
             "FOUNDRY_CHECKPOINT_BLOB_ACCOUNT_URL. Nothing was written."
         )
 
-    digest = await _cpu(len(stored), lambda: hashlib.sha256(stored).hexdigest())
-    reference: dict[str, Any] = {"v": FORMAT, "c": codec, "s": digest, "n": len(payload)}
+    reference: dict[str, Any] = {"v": FORMAT, "c": codec, "s": _SOME_DIGEST, "n": len(payload)}
     reference.update(fields)
-    reference_size = _request_size(key, reference, tags)
+    reference_size = _request_size(key, reference, tags)  # a digest has a fixed length
     if reference_size > INLINE_BUDGET:
         raise CheckpointTooLargeError(
             f"{where}: the item key, tags and extra fields alone need {reference_size:,} "
             f"bytes, over the {INLINE_BUDGET:,}-byte request budget. Shorten them. "
             "Nothing was written."
         )
-    await spill.put(namespace, digest, stored)
+    ns = namespace if isinstance(namespace, str) else await namespace()
+    reference["s"] = await spill.put(ns, stored)
     return reference
 
 
@@ -257,12 +267,25 @@ async def decode(
     namespace: str | None,
     where: str,
 ) -> bytes:
-    """The payload an item value holds, fetching and verifying a spilled blob if referenced.
+    """The payload an item value holds, fetching a spilled blob if referenced.
 
-    Raises :class:`~foundry_checkpoint.errors.CorruptPayloadError` (unknown format or codec, bad
-    base64 or zlib, checksum or sha256 mismatch) and
-    :class:`~foundry_checkpoint.errors.MissingBlobError` (blob gone, or no spill store
-    configured to read a reference), each naming ``where``.
+    A spilled blob is verified against its digest by ``spill.get`` (the one layer that
+    verifies blobs); the codec then checks the decoded size.
+
+    Args:
+        value: The item value, as :func:`encode` returned it.
+        spill: The spill store a reference is read from, or None.
+        namespace: The spill namespace a reference is read from, or None.
+        where: What the item is, for error messages.
+
+    Returns:
+        The payload.
+
+    Raises:
+        CorruptPayloadError: Unknown format or codec, bad base64 or zlib, a checksum, sha256
+            or size mismatch; the message names ``where``.
+        MissingBlobError: The blob is gone, or no spill store is configured to read a
+            reference; the message names ``where``.
 
     Example:
         >>> import asyncio
@@ -283,11 +306,11 @@ async def decode(
         if not isinstance(text, str):
             raise _corrupt(where, "the inline payload is not a string")
         try:
-            stored = await _cpu(len(text), lambda: base64.b64decode(text, validate=True))
+            stored = await offload(len(text), lambda: base64.b64decode(text, validate=True))
         except (binascii.Error, ValueError) as exc:
             raise _corrupt(where, f"bad base64 ({exc})") from None
         if codec == _ZLIB:
-            return await _cpu(
+            return await offload(
                 len(stored), lambda: _inflate(where, stored, INFLATE_LIMIT, "the inline limit")
             )
         check = value.get("k")
@@ -316,11 +339,8 @@ async def decode(
         raise MissingBlobError(f"{where}: {exc}") from exc
     except CorruptPayloadError as exc:
         raise CorruptPayloadError(f"{where}: {exc}") from exc
-    actual = await _cpu(len(stored), lambda: hashlib.sha256(stored).hexdigest())
-    if actual != digest:
-        raise _corrupt(where, f"spilled blob {digest} hashes to {actual}")
     if codec == _ZLIB:
-        payload = await _cpu(
+        payload = await offload(
             len(stored), lambda: _inflate(where, stored, size, "its recorded size")
         )
     else:

@@ -70,7 +70,6 @@ from ._store._naming import (
 )
 from ._store._protocol import ItemKey, StateStoreLike
 from .errors import (
-    CheckpointTooLargeError,
     FoundryCheckpointError,
     InvalidIdentifierError,
 )
@@ -220,20 +219,30 @@ class Scope:
         tags: Mapping[str, str] | None = None,
         extra: Mapping[str, str] | None = None,
     ) -> JSONObject:
-        """The item value for ``payload``; spills to the spill store (blob first) when too big."""
-        where = self.where(key)
-        spill = self.core.spill
-        try:
-            return await _codec.encode(
-                payload, key=key, tags=tags, extra=extra, spill=None, namespace=None, where=where
-            )
-        except CheckpointTooLargeError:
-            if spill is None:
-                raise
-        ns = await self.namespace(create=True)
+        """The item value for ``payload``; spills to the spill store (blob first) when too big.
+
+        The spill namespace is looked up (and created on first need) only when the value
+        spills.
+        """
         return await _codec.encode(
-            payload, key=key, tags=tags, extra=extra, spill=spill, namespace=ns, where=where
+            payload,
+            key=key,
+            tags=tags,
+            extra=extra,
+            spill=self.core.spill,
+            namespace=self._spill_namespace,
+            where=self.where(key),
         )
+
+    async def _spill_namespace(self) -> str:
+        """The spill namespace, created on first need (for a value that spills)."""
+        ns = await self.namespace(create=True)
+        if ns is None:  # the namespace item vanished, or holds no namespace
+            raise FoundryCheckpointError(
+                f"{self.where(_META_KEY)} holds no spill namespace (it was deleted or changed "
+                "outside foundry-checkpoint while this value was written); nothing was written"
+            )
+        return ns
 
     async def decode(self, value: Mapping[str, Any], *, key: str) -> bytes:
         """The payload of an item value written by :meth:`encode`."""

@@ -379,6 +379,6 @@ async def _copy_blobs(ctx: Context, source: Scope, target: Scope, digests: set[s
     assert dst_ns is not None
 
     async def one(digest: str) -> None:
-        await spill.put(dst_ns, digest, await spill.get(src_ns, digest))
+        await spill.put(dst_ns, await spill.get(src_ns, digest))
 
     await bounded(one(d) for d in sorted(digests))

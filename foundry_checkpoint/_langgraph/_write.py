@@ -9,7 +9,6 @@ parent checkpoint without serializing or uploading them again.
 from __future__ import annotations
 
 import asyncio
-import hashlib
 from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
@@ -216,13 +215,13 @@ async def _entry(
     spill = ctx.core.spill
     if spill is None or len(data) <= SPILL_THRESHOLD:
         return ChannelEntry(version, type_, data, None, len(data))
-    digest = await asyncio.to_thread(lambda: hashlib.sha256(data).hexdigest())
     spill_ns = await scope.namespace(create=True)
     if spill_ns is None:  # pragma: no cover - create=True always yields one
         raise FoundryCheckpointError(f"no spill namespace for {scope.where('-')}")
     # Blob first, item second: an item never references a blob that was not stored. A
-    # blob already there (same content) is not uploaded again, only refreshed.
-    await spill.put(spill_ns, digest, data)
+    # blob already there (same content) is not uploaded again, only refreshed. The store
+    # hashes the value (its address) and returns the digest.
+    digest = await spill.put(spill_ns, data)
     return ChannelEntry(version, type_, None, digest, len(data))
 
 

@@ -9,10 +9,11 @@ size and codec, see :mod:`foundry_checkpoint._codec`). Two implementations are p
   the ``foundry-checkpoint[blob]`` extra.
 
 Both implement the :class:`SpillStore` protocol. Blobs are **content-addressed**: a blob's name
-is the sha256 of its bytes, so writing the same content twice stores it once, and a reader can
-verify what it got back. Every blob lives in a **namespace**, an opaque string chosen by the
-caller (the checkpointers use a random value kept in the user's own isolated store, so that one
-user's cleanup can never reach another user's blobs). Namespaces are 1-200 characters of
+is the sha256 of its bytes, computed by the store's ``put`` (which returns it), so writing the
+same content twice stores it once; ``get`` verifies what it read against that name. Every blob
+lives in a **namespace**, an opaque string chosen by the caller (the checkpointers use a random
+value kept in the user's own isolated store, so that one user's cleanup can never reach another
+user's blobs). Namespaces are 1-200 characters of
 ``[A-Za-z0-9_.-/]`` made of non-empty ``/``-separated segments, none of them ``.`` or ``..``.
 A namespace does not contain the blobs of the namespaces nested below it: ``"a"`` and ``"a/b"``
 are unrelated.
@@ -22,13 +23,11 @@ a retention rule of the form "delete blobs not modified for N days" never remove
 deduplication keeps reusing (keep N longer than the state store's item TTL).
 
 Example:
-    >>> import asyncio, hashlib, tempfile
+    >>> import asyncio, tempfile
     >>> from foundry_checkpoint.spill import LocalSpill
     >>> async def demo(directory: str) -> bytes:
     ...     spill = LocalSpill(directory)
-    ...     data = b"a large checkpoint"
-    ...     digest = hashlib.sha256(data).hexdigest()
-    ...     await spill.put("lg/3f2a", digest, data)
+    ...     digest = await spill.put("lg/3f2a", b"a large checkpoint")
     ...     return await spill.get("lg/3f2a", digest)
     >>> with tempfile.TemporaryDirectory() as d:
     ...     asyncio.run(demo(d))

@@ -25,12 +25,12 @@ from ..errors import FoundryCheckpointError, InvalidArgumentError, InvalidIdenti
 from ._protocol import (
     DIGEST_RE,
     BlobInfo,
-    check_content,
+    blob_bytes,
     check_digest,
     check_namespace,
-    corrupt_blob,
     missing_blob,
     sha256_hex,
+    verified,
 )
 
 if TYPE_CHECKING:
@@ -296,15 +296,32 @@ class AzureBlobSpill:
 
     # -- operations --------------------------------------------------------------------------
 
-    async def put(self, namespace: str, digest: str, data: bytes) -> None:
-        """Upload the blob unless present; refresh its Last-Modified when it is.
+    async def put(self, namespace: str, data: bytes) -> str:
+        """Upload the blob unless present (refresh its Last-Modified when it is).
 
         Costs one request when the blob exists (Set Blob Metadata) and two when it does not.
+
+        Args:
+            namespace: The namespace to store the blob in.
+            data: The blob's bytes.
+
+        Returns:
+            The blob's sha256 (its name), as 64 lowercase hex characters.
+
+        Raises:
+            InvalidIdentifierError: ``namespace`` is not a valid namespace.
+            InvalidArgumentError: ``data`` is not bytes.
+            FoundryCheckpointError: The container is missing and ``create_container`` is off.
         """
-        name = self._blob_name(check_namespace(namespace), check_digest(digest))
-        await check_content(digest, data)
+        check_namespace(namespace)
+        blob = blob_bytes(data)
+        digest = await sha256_hex(blob)
+        await self._upload(namespace, digest, blob)
+        return digest
+
+    async def _upload(self, namespace: str, digest: str, data: bytes) -> None:
         container = self._client()
-        blob = container.get_blob_client(name)
+        blob = container.get_blob_client(self._blob_name(namespace, digest))
         metadata = {"fcdigest": digest}
         try:
             await blob.set_blob_metadata(metadata)
@@ -313,7 +330,7 @@ class AzureBlobSpill:
             pass
         for attempt in range(2):
             try:
-                await blob.upload_blob(bytes(data), overwrite=False, metadata=metadata)
+                await blob.upload_blob(data, overwrite=False, metadata=metadata)
                 return
             except ResourceExistsError:
                 return  # a concurrent writer stored the same content just now
@@ -336,10 +353,7 @@ class AzureBlobSpill:
             data = bytes(await downloader.readall())
         except ResourceNotFoundError as exc:
             raise missing_blob(namespace, digest, self.describe) from exc
-        actual = await sha256_hex(data)
-        if actual != digest:
-            raise corrupt_blob(namespace, digest, actual, self.describe)
-        return data
+        return await verified(namespace, digest, data, self.describe)
 
     async def delete(self, namespace: str, digests: Iterable[str]) -> int:
         """Delete the given blobs; returns how many existed."""

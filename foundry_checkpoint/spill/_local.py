@@ -24,12 +24,12 @@ from ._protocol import (
     DIGEST_RE,
     NAMESPACE_RE,
     BlobInfo,
-    check_content,
+    blob_bytes,
     check_digest,
     check_namespace,
-    corrupt_blob,
     missing_blob,
     sha256_hex,
+    verified,
 )
 
 __all__ = ["LocalSpill"]
@@ -97,11 +97,32 @@ class LocalSpill:
                 "link was placed in it); nothing was read or deleted there"
             )
 
-    async def put(self, namespace: str, digest: str, data: bytes) -> None:
-        """Write the blob unless present; refresh its modification time when it is."""
-        path = self._path(namespace, digest)
-        await check_content(digest, data)
-        await asyncio.to_thread(self._put_sync, path, bytes(data))
+    async def put(self, namespace: str, data: bytes) -> str:
+        """Write the blob unless present (refresh its modification time when it is).
+
+        Args:
+            namespace: The namespace to store the blob in.
+            data: The blob's bytes.
+
+        Returns:
+            The blob's sha256 (its name), as 64 lowercase hex characters.
+
+        Raises:
+            InvalidIdentifierError: ``namespace`` is not a valid namespace.
+            InvalidArgumentError: ``data`` is not bytes.
+
+        Example:
+            >>> import asyncio, hashlib, tempfile
+            >>> with tempfile.TemporaryDirectory() as d:
+            ...     digest = asyncio.run(LocalSpill(d, fsync=False).put("lg/3f2a", b"blob"))
+            >>> digest == hashlib.sha256(b"blob").hexdigest()
+            True
+        """
+        self._path(namespace)
+        blob = blob_bytes(data)
+        digest = await sha256_hex(blob)
+        await asyncio.to_thread(self._put_sync, self._path(namespace, digest), blob)
+        return digest
 
     def _put_sync(self, path: Path, data: bytes) -> None:
         for _ in range(5):
@@ -145,10 +166,7 @@ class LocalSpill:
             data = await asyncio.to_thread(path.read_bytes)
         except (FileNotFoundError, NotADirectoryError):
             raise missing_blob(namespace, digest, self.describe) from None
-        actual = await sha256_hex(data)
-        if actual != digest:
-            raise corrupt_blob(namespace, digest, actual, self.describe)
-        return data
+        return await verified(namespace, digest, data, self.describe)
 
     async def delete(self, namespace: str, digests: Iterable[str]) -> int:
         """Remove the given blobs; returns how many were removed."""

@@ -8,13 +8,13 @@ Example:
 
 from __future__ import annotations
 
-import asyncio
 import builtins
 import hashlib
 import re
 from collections.abc import Iterable
 from typing import Final, NamedTuple, Protocol, runtime_checkable
 
+from .._offload import offload
 from ..errors import (
     CorruptPayloadError,
     InvalidArgumentError,
@@ -27,17 +27,17 @@ __all__ = [
     "NAMESPACE_RE",
     "BlobInfo",
     "SpillStore",
-    "check_content",
+    "blob_bytes",
     "check_digest",
     "check_namespace",
     "corrupt_blob",
     "missing_blob",
     "sha256_hex",
+    "verified",
 ]
 
 NAMESPACE_RE: Final = re.compile(r"[A-Za-z0-9_.\-/]{1,200}")
 DIGEST_RE: Final = re.compile(r"[0-9a-f]{64}")
-_HASH_IN_THREAD: Final = 1 << 20  # hash payloads from 1 MiB on in a worker thread
 
 
 class BlobInfo(NamedTuple):
@@ -71,19 +71,25 @@ class SpillStore(Protocol):
         True
     """
 
-    async def put(self, namespace: str, digest: str, data: bytes) -> None:
-        """Store ``data`` under ``digest`` (which must equal ``sha256(data).hexdigest()``).
+    async def put(self, namespace: str, data: bytes) -> str:
+        """Store ``data`` under its sha256 and return that digest (64 lowercase hex characters).
 
-        Idempotent: when the blob exists already it is not uploaded again, but its last-modified
-        time is refreshed. Raises :class:`ValueError` when ``digest`` does not match ``data``.
+        The store computes the digest itself: callers never hash what they store. Idempotent:
+        when the blob exists already it is not uploaded again, but its last-modified time is
+        refreshed.
+
+        Raises :class:`~foundry_checkpoint.errors.InvalidArgumentError` when ``data`` is not
+        bytes.
         """
         ...
 
     async def get(self, namespace: str, digest: str) -> bytes:
         """The blob's bytes, verified against ``digest``.
 
-        Raises :class:`~foundry_checkpoint.errors.MissingBlobError` when the blob does not exist
-        and :class:`~foundry_checkpoint.errors.CorruptPayloadError` when its sha256 differs.
+        The store is the one layer that verifies a blob: callers (the codec among them) trust
+        what it returns. Raises :class:`~foundry_checkpoint.errors.MissingBlobError` when the
+        blob does not exist and :class:`~foundry_checkpoint.errors.CorruptPayloadError` when its
+        sha256 differs.
         """
         ...
 
@@ -141,23 +147,24 @@ def check_digest(digest: object) -> str:
     return digest
 
 
-async def sha256_hex(data: bytes) -> str:
-    """sha256 of ``data``; large inputs are hashed in a worker thread (hashlib drops the GIL)."""
-    if len(data) >= _HASH_IN_THREAD:
-        return await asyncio.to_thread(lambda: hashlib.sha256(data).hexdigest())
-    return hashlib.sha256(data).hexdigest()
-
-
-async def check_content(digest: str, data: bytes) -> None:
-    """Raise ValueError when ``data`` is not the content ``digest`` names."""
+def blob_bytes(data: object) -> bytes:
+    """``data`` as bytes when it is bytes-like, else raise InvalidArgumentError."""
     if not isinstance(data, (bytes, bytearray, memoryview)):
-        raise TypeError(f"blob data must be bytes, got {type(data).__name__}")
-    actual = await sha256_hex(bytes(data))
+        raise InvalidArgumentError(f"blob data must be bytes, got {type(data).__name__}")
+    return bytes(data)
+
+
+async def sha256_hex(data: bytes) -> str:
+    """The sha256 of ``data`` as hex, off the event loop for large inputs (see ``_offload``)."""
+    return await offload(len(data), lambda: hashlib.sha256(data).hexdigest())
+
+
+async def verified(namespace: str, digest: str, data: bytes, where: str) -> bytes:
+    """``data`` when it hashes to ``digest``, else the CorruptPayloadError for the blob."""
+    actual = await sha256_hex(data)
     if actual != digest:
-        raise InvalidArgumentError(
-            f"blob digest {digest} does not match the data (sha256 {actual}); "
-            "spill stores are content-addressed"
-        )
+        raise corrupt_blob(namespace, digest, actual, where)
+    return data
 
 
 def missing_blob(namespace: str, digest: str, where: str) -> MissingBlobError:

@@ -23,6 +23,7 @@ from azure.storage.blob.aio import BlobServiceClient, ContainerClient
 from foundry_checkpoint.errors import (
     CorruptPayloadError,
     FoundryCheckpointError,
+    InvalidArgumentError,
     InvalidIdentifierError,
     MissingBlobError,
 )
@@ -146,7 +147,7 @@ async def harness(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterat
 async def test_put_get_list(harness: Harness) -> None:
     spill = harness.spill
     digest, data = _blob("hello spill")
-    await spill.put(NS, digest, data)
+    assert await spill.put(NS, data) == digest  # the store computes the address
     assert await spill.get(NS, digest) == data
     (info,) = await spill.list(NS)
     assert isinstance(info, BlobInfo)
@@ -160,7 +161,7 @@ async def test_empty_blob_and_large_blob(harness: Harness) -> None:
     spill = harness.spill
     for data in (b"", os.urandom(9 * 1024 * 1024)):
         digest = hashlib.sha256(data).hexdigest()
-        await spill.put(NS, digest, data)
+        await spill.put(NS, data)
         assert await spill.get(NS, digest) == data
     assert sorted(i.size for i in await spill.list(NS)) == [0, 9 * 1024 * 1024]
 
@@ -168,10 +169,10 @@ async def test_empty_blob_and_large_blob(harness: Harness) -> None:
 async def test_put_twice_uploads_once_and_refreshes(harness: Harness) -> None:
     spill = harness.spill
     digest, data = _blob("dedupe me")
-    await spill.put(NS, digest, data)
+    await spill.put(NS, data)
     (before,) = await spill.list(NS)
     old = await harness.age(NS, digest)
-    await spill.put(NS, digest, data)
+    await spill.put(NS, data)
     assert harness.uploads() == 1  # not uploaded again...
     assert await harness.marker(NS, digest) != old  # ...but written (Last-Modified refreshed)
     (after,) = await spill.list(NS)
@@ -182,22 +183,28 @@ async def test_put_twice_uploads_once_and_refreshes(harness: Harness) -> None:
 
 async def test_concurrent_puts_of_one_blob(harness: Harness) -> None:
     digest, data = _blob("raced")
-    await asyncio.gather(*(harness.spill.put(NS, digest, data) for _ in range(8)))
+    await asyncio.gather(*(harness.spill.put(NS, data) for _ in range(8)))
     assert [i.digest for i in await harness.spill.list(NS)] == [digest]
     assert await harness.spill.get(NS, digest) == data
 
 
-async def test_wrong_digest_is_refused(harness: Harness) -> None:
-    digest, _ = _blob("one thing")
-    with pytest.raises(ValueError, match="does not match"):
-        await harness.spill.put(NS, digest, b"another thing")
+@pytest.mark.parametrize("data", ["text", None, 5])
+async def test_data_that_is_not_bytes_is_refused(harness: Harness, data: Any) -> None:
+    with pytest.raises(InvalidArgumentError, match="must be bytes"):
+        await harness.spill.put(NS, data)
     assert await harness.spill.list(NS) == []
     assert harness.uploads() == 0
 
 
+async def test_put_accepts_bytes_like_data(harness: Harness) -> None:
+    digest, data = _blob("a view")
+    assert await harness.spill.put(NS, memoryview(bytearray(data))) == digest
+    assert await harness.spill.get(NS, digest) == data
+
+
 async def test_missing_blob(harness: Harness) -> None:
     digest, data = _blob("gone")
-    await harness.spill.put(NS, digest, data)
+    await harness.spill.put(NS, data)
     await harness.spill.delete(NS, [digest])
     with pytest.raises(MissingBlobError) as excinfo:
         await harness.spill.get(NS, digest)
@@ -208,7 +215,7 @@ async def test_missing_blob(harness: Harness) -> None:
 
 async def test_flipped_byte_is_detected(harness: Harness) -> None:
     digest, data = _blob("precious state " * 100)
-    await harness.spill.put(NS, digest, data)
+    await harness.spill.put(NS, data)
     damaged = bytearray(data)
     damaged[7] ^= 0x01
     await harness.overwrite(NS, digest, bytes(damaged))
@@ -226,7 +233,7 @@ async def test_namespaces_are_separate_and_not_nested(harness: Harness) -> None:
         ("a/b", d1, b1),
         ("maf/ctx-1_x.y", d2, b2),
     ):
-        await spill.put(namespace, digest, data)
+        assert await spill.put(namespace, data) == digest
     assert await spill.namespaces() == ["a", "a/b", "maf/ctx-1_x.y"]
     assert [i.digest for i in await spill.list("a")] == [d1]
     assert [i.digest for i in await spill.list("a/b")] == sorted([d1, d2])
@@ -246,7 +253,7 @@ async def test_delete_counts_only_existing(harness: Harness) -> None:
     spill = harness.spill
     blobs = [_blob(f"blob {i}") for i in range(5)]
     for digest, data in blobs:
-        await spill.put(NS, digest, data)
+        assert await spill.put(NS, data) == digest
     absent, _ = _blob("never stored")
     assert await spill.delete(NS, [blobs[0][0], blobs[1][0], absent]) == 2
     assert await spill.delete(NS, [blobs[0][0]]) == 0
@@ -284,7 +291,7 @@ _BAD_NAMESPACES = [
 async def test_invalid_namespaces(harness: Harness, namespace: Any) -> None:
     digest, data = _blob("x")
     for call in (
-        lambda: harness.spill.put(namespace, digest, data),
+        lambda: harness.spill.put(namespace, data),
         lambda: harness.spill.get(namespace, digest),
         lambda: harness.spill.list(namespace),
         lambda: harness.spill.delete(namespace, [digest]),
@@ -298,8 +305,6 @@ async def test_invalid_namespaces(harness: Harness, namespace: Any) -> None:
 @pytest.mark.parametrize("digest", ["", "ABCD" * 16, "0" * 63, "g" * 64, "../" + "0" * 61])
 async def test_invalid_digests(harness: Harness, digest: str) -> None:
     with pytest.raises(InvalidIdentifierError):
-        await harness.spill.put(NS, digest, b"x")
-    with pytest.raises(InvalidIdentifierError):
         await harness.spill.get(NS, digest)
     with pytest.raises(InvalidIdentifierError):
         await harness.spill.delete(NS, [digest])
@@ -309,14 +314,14 @@ async def test_longest_namespace_is_accepted(harness: Harness) -> None:
     namespace = "/".join(["n" * 49] * 4) + "n"
     assert len(namespace) == 200
     digest, data = _blob("deep")
-    await harness.spill.put(namespace, digest, data)
+    assert await harness.spill.put(namespace, data) == digest
     assert await harness.spill.namespaces() == [namespace]
 
 
 async def test_aclose_is_idempotent_and_reusable(harness: Harness) -> None:
     digest, data = _blob("reuse")
     await harness.spill.aclose()  # before any use
-    await harness.spill.put(NS, digest, data)
+    await harness.spill.put(NS, data)
     await harness.spill.aclose()
     await harness.spill.aclose()
     assert await harness.spill.get(NS, digest) == data
@@ -333,7 +338,7 @@ async def test_satisfies_the_protocol(harness: Harness) -> None:
 
 async def _exercise(spill: AzureBlobSpill) -> None:
     digest, data = _blob(f"via {spill.describe}")
-    await spill.put(NS, digest, data)
+    await spill.put(NS, data)
     assert await spill.get(NS, digest) == data
     assert [i.digest for i in await spill.list(NS)] == [digest]
 
@@ -447,11 +452,11 @@ async def test_container_is_created_on_first_write(azurite: Azurite) -> None:
         assert log.count("PUT", "restype=container") == 1 and log.uploads() == 1
         digest, data = _blob("second")
         before = len(log.responses)
-        await spill.put(NS, digest, data)  # new blob, existing container: 2 requests
+        assert await spill.put(NS, data) == digest  # new blob, existing container: 2 requests
         assert [s for _, _, s in log.responses[before:]] == [404, 201]
         assert log.uploads() == 2
         before = len(log.responses)
-        await spill.put(NS, digest, data)  # existing blob: 1 request (Set Blob Metadata)
+        await spill.put(NS, data)  # existing blob: 1 request (Set Blob Metadata)
         ((method, url, status),) = log.responses[before:]
         assert (method, status) == ("PUT", 200) and "comp=metadata" in url
         assert log.uploads() == 2
@@ -466,10 +471,10 @@ async def test_missing_container_without_create(azurite: Azurite) -> None:
         create_container=False,
         retry_total=0,
     )
-    digest, data = _blob("nowhere")
+    _, data = _blob("nowhere")
     try:
         with pytest.raises(FoundryCheckpointError, match="does not exist"):
-            await spill.put(NS, digest, data)
+            await spill.put(NS, data)
     finally:
         await spill.aclose()
 
@@ -487,8 +492,8 @@ async def test_prefixes_partition_one_container(azurite: Azurite) -> None:
     )
     try:
         digest, data = _blob("shared content")
-        await one.put(NS, digest, data)
-        await two.put("other", digest, data)
+        await one.put(NS, data)
+        await two.put("other", data)
         assert await one.namespaces() == [NS]
         assert await two.namespaces() == ["other"]
         assert await one.delete_namespace(NS) == 1

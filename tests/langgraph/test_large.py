@@ -29,9 +29,10 @@ class _CountingSpill:
         self.inner = inner
         self.puts: Counter[str] = Counter()
 
-    async def put(self, namespace: str, digest: str, data: bytes) -> None:
+    async def put(self, namespace: str, data: bytes) -> str:
+        digest = await self.inner.put(namespace, data)
         self.puts[digest] += 1
-        await self.inner.put(namespace, digest, data)
+        return digest
 
     async def get(self, namespace: str, digest: str) -> bytes:
         return await self.inner.get(namespace, digest)

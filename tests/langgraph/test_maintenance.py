@@ -250,7 +250,7 @@ def test_prune_deletes_only_unreferenced_blobs_older_than_the_gc_grace(
     async def upload() -> None:  # a writer that stored its blob and has not written its item
         ns = await (await saver._core.scope("race")).namespace(create=False)
         assert ns is not None and saver._core.spill is not None
-        await saver._core.spill.put(ns, digest[in_flight], in_flight)
+        await saver._core.spill.put(ns, in_flight)
 
     saver._core.run(upload())
     _age_blobs(store_env.root / "sp", {digest[a], digest[b]}, DEFAULT_GC_GRACE_SECONDS + 60)

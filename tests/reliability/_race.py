@@ -33,9 +33,10 @@ class LaggingSpill(LocalSpill):
     """The default local spill directory, with up to :data:`LAG` seconds between a blob being
     stored and the put going on to write its item (as a slow link to the store would)."""
 
-    async def put(self, namespace: str, digest: str, data: bytes) -> None:
-        await super().put(namespace, digest, data)
+    async def put(self, namespace: str, data: bytes) -> str:
+        digest = await super().put(namespace, data)
         await asyncio.sleep(random.uniform(0, LAG))
+        return digest
 
 
 def _values() -> list[bytes]:

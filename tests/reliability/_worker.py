@@ -199,9 +199,10 @@ class _KillingSpill(LocalSpill):
         super().__init__(directory, fsync=False)
         self._switch = switch
 
-    async def put(self, namespace: str, digest: str, data: bytes) -> None:
-        await super().put(namespace, digest, data)
+    async def put(self, namespace: str, data: bytes) -> str:
+        digest = await super().put(namespace, data)
         self._switch.blob_written()
+        return digest
 
 
 # -- LangGraph -------------------------------------------------------------------------------

@@ -115,7 +115,7 @@ def test_a_spilled_bomb_is_bounded_by_its_recorded_size(store_env: Any) -> None:
     async def change(scope: Any, value: dict[str, Any]) -> dict[str, Any]:
         namespace = await scope.namespace(create=True)
         spill = LocalSpill(store_env.root / "spill")
-        await spill.put(namespace, digest, BOMB)
+        await spill.put(namespace, BOMB)
         return {"v": 1, "c": "z", "s": digest, "n": 1000}
 
     _plant(store_env, change)

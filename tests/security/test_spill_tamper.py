@@ -95,7 +95,7 @@ def test_local_spill_refuses_a_symlinked_namespace_folder(tmp_path: Path) -> Non
         lambda: spill.delete(namespace, [_blob(data)]),
         lambda: spill.delete_namespace(namespace),
         lambda: spill.list(namespace),
-        lambda: spill.put(namespace, _blob(b"x"), b"x"),
+        lambda: spill.put(namespace, b"x"),
     ):
         with pytest.raises(CorruptPayloadError, match="outside the spill directory"):
             asyncio.run(call())
@@ -128,5 +128,5 @@ def test_a_symlinked_spill_root_itself_is_fine(tmp_path: Path) -> None:
     os.symlink(real, tmp_path / "link")
     spill = LocalSpill(tmp_path / "link", fsync=False)
     namespace = "p/" + "3" * 32
-    asyncio.run(spill.put(namespace, _blob(b"ok"), b"ok"))
+    asyncio.run(spill.put(namespace, b"ok"))
     assert asyncio.run(spill.get(namespace, _blob(b"ok"))) == b"ok"

@@ -8,6 +8,7 @@ import hashlib
 import json
 import os
 import random
+import zlib
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -68,11 +69,12 @@ class RecordingSpill:
     def describe(self) -> str:
         return "recording:" + self.inner.describe
 
-    async def put(self, namespace: str, digest: str, data: bytes) -> None:
+    async def put(self, namespace: str, data: bytes) -> str:
         if self.fail_puts:
             raise OSError("injected: blob upload failed")
+        digest = await self.inner.put(namespace, data)
         self.puts.append((namespace, digest, len(data)))
-        await self.inner.put(namespace, digest, data)
+        return digest
 
     async def get(self, namespace: str, digest: str) -> bytes:
         return await self.inner.get(namespace, digest)
@@ -391,17 +393,55 @@ async def test_reference_without_spill_store(spill: RecordingSpill) -> None:
 
 
 class _LyingSpill(RecordingSpill):
-    """A spill store that does not verify what it returns."""
+    """A spill store that does not verify what it returns (the store is the layer that does)."""
 
     async def get(self, namespace: str, digest: str) -> bytes:
         return b"something else"
 
 
-async def test_codec_verifies_blobs_itself(tmp_path: Path) -> None:
+async def test_codec_still_checks_the_decoded_size(tmp_path: Path) -> None:
     spill = _LyingSpill(tmp_path)
     value = await _roundtrip(_random(2 * MB), RecordingSpill(tmp_path))
-    with pytest.raises(CorruptPayloadError, match="hashes to"):
+    with pytest.raises(CorruptPayloadError, match="expected"):
         await decode(value, spill=spill, namespace=NS, where="x")
+
+
+async def test_namespace_is_asked_for_only_when_a_value_spills(spill: RecordingSpill) -> None:
+    asked: list[str] = []
+
+    async def namespace() -> str:
+        asked.append(NS)
+        return NS
+
+    small = await encode(
+        b"small", key=KEY, tags=None, extra=None, spill=spill, namespace=namespace, where="x"
+    )
+    assert "d" in small and asked == []
+    big = _random(2 * MB)
+    value = await encode(
+        big, key=KEY, tags=None, extra=None, spill=spill, namespace=namespace, where="x"
+    )
+    assert asked == [NS] and spill.puts == [(NS, value["s"], len(big))]
+    assert await decode(value, spill=spill, namespace=NS, where="x") == big
+
+
+async def test_values_written_by_earlier_versions_still_read(tmp_path: Path) -> None:
+    # A reference and its blob exactly as the format-1 writer has always stored them: the
+    # blob in <dir>/<namespace>/<sha256 of the stored bytes>, zlib level 6 when smaller.
+    payload = _random(3 * MB // 2).hex().encode()  # compresses, but not enough to fit
+    stored = zlib.compress(payload, 6)
+    digest = hashlib.sha256(stored).hexdigest()
+    (tmp_path / "lg" / "3f2a9c").mkdir(parents=True)
+    (tmp_path / "lg" / "3f2a9c" / digest).write_bytes(stored)
+    value = {"v": 1, "c": "z", "s": digest, "n": len(payload)}
+    spill = LocalSpill(tmp_path, fsync=False)
+    assert await decode(value, spill=spill, namespace=NS, where="x") == payload
+    # ...and writing the same payload today produces the same reference and the same blob.
+    again = await encode(
+        payload, key=KEY, tags=None, extra=None, spill=spill, namespace=NS, where="x"
+    )
+    assert again == value
+    assert [info.digest for info in await spill.list(NS)] == [digest]
 
 
 def _flip_b64(text: str) -> str:

@@ -32,7 +32,7 @@ async def test_local_layout_and_atomic_writes(tmp_path: Path) -> None:
     spill = LocalSpill(tmp_path, fsync=True)
     assert spill.describe == f"local:{tmp_path}"
     digest, data = _blob("on disk")
-    await spill.put("lg/t1", digest, data)
+    await spill.put("lg/t1", data)
     path = tmp_path / "lg" / "t1" / digest
     assert path.read_bytes() == data
     assert path.stat().st_mode & 0o777 == 0o600
@@ -48,9 +48,9 @@ async def test_local_write_failure_leaves_nothing(
         raise OSError("injected: disk full")
 
     monkeypatch.setattr(os, "replace", failing_replace)
-    digest, data = _blob("half")
+    _, data = _blob("half")
     with pytest.raises(OSError, match="injected"):
-        await spill.put(NS, digest, data)
+        await spill.put(NS, data)
     monkeypatch.undo()
     assert _files(tmp_path) == []
     assert await spill.list(NS) == []
@@ -59,7 +59,7 @@ async def test_local_write_failure_leaves_nothing(
 async def test_local_delete_namespace_removes_stale_temporaries(tmp_path: Path) -> None:
     spill = LocalSpill(tmp_path, fsync=False)
     digest, data = _blob("x")
-    await spill.put(NS, digest, data)
+    await spill.put(NS, data)
     (tmp_path / NS / f".{digest}.0123456789abcdef.tmp").write_bytes(b"partial")
     (tmp_path / NS / "unrelated.txt").write_bytes(b"not ours")
     assert [i.digest for i in await spill.list(NS)] == [digest]
@@ -72,11 +72,11 @@ async def test_local_spill_is_shared_across_processes(tmp_path: Path) -> None:
     script = (
         "import asyncio, sys\n"
         "from foundry_checkpoint.spill import LocalSpill\n"
-        "asyncio.run(LocalSpill(sys.argv[1]).put(sys.argv[2], sys.argv[3], sys.argv[4].encode()))\n"
+        "asyncio.run(LocalSpill(sys.argv[1]).put(sys.argv[2], sys.argv[3].encode()))\n"
     )
     workers = [
         await asyncio.create_subprocess_exec(
-            sys.executable, "-c", script, str(tmp_path), NS, digest, data.decode()
+            sys.executable, "-c", script, str(tmp_path), NS, data.decode()
         )
         for _ in range(4)
     ]
