@@ -6,7 +6,11 @@ size and codec, see :mod:`foundry_checkpoint._codec`). Two implementations are p
 
 * :class:`LocalSpill` keeps blobs as files under a directory (the default in local mode).
 * :class:`AzureBlobSpill` keeps them in an Azure Blob Storage container (hosted mode); it needs
-  the ``foundry-checkpoint[blob]`` extra.
+  the ``foundry-checkpoint[blob]`` extra. Create it Azure-SDK style with
+  :meth:`AzureBlobSpill.from_connection_string`, :meth:`AzureBlobSpill.from_container_client`
+  or :meth:`AzureBlobSpill.from_env`.
+
+Both work as ``async with`` blocks, which close what the store opened on exit.
 
 Both implement the :class:`SpillStore` protocol. Blobs are **content-addressed**: a blob's name
 is the sha256 of its bytes, computed by the store's ``put`` (which returns it), so writing the

@@ -3,8 +3,9 @@
 azure-storage-blob is imported when a store is created, so importing this module works without it.
 
 Example:
-    >>> AzureBlobSpill(connection_string="AccountName=acc;AccountKey=a2V5",
-    ...                container="checkpoints").describe
+    >>> AzureBlobSpill.from_connection_string(
+    ...     "AccountName=acc;AccountKey=a2V5", container="checkpoints"
+    ... ).describe
     'azure:acc/checkpoints/foundry-checkpoint'
 """
 
@@ -16,12 +17,20 @@ import contextlib
 import os
 import re
 from collections.abc import Iterable
+from types import TracebackType
 from typing import TYPE_CHECKING, Any, Final
-from urllib.parse import urlsplit
 
 from azure.core.exceptions import ResourceExistsError, ResourceNotFoundError
 
 from ..errors import FoundryCheckpointError, InvalidArgumentError, InvalidIdentifierError
+from ._azure_clients import (
+    BlobClients,
+    BlobCredential,
+    account_from_url,
+    check_credential,
+    connection_string_field,
+    import_blob_aio,
+)
 from ._protocol import (
     DIGEST_RE,
     BlobInfo,
@@ -34,87 +43,35 @@ from ._protocol import (
 )
 
 if TYPE_CHECKING:
-    from azure.storage.blob.aio import BlobServiceClient, ContainerClient
+    from azure.storage.blob.aio import ContainerClient
 
 __all__ = ["AzureBlobSpill"]
 
 _CONTAINER_RE: Final = re.compile(r"[a-z0-9](?:[a-z0-9]|-(?=[a-z0-9])){2,62}")
 _DELETE_CONCURRENCY: Final = 16
-_BLOB_EXTRA: Final = "foundry-checkpoint[blob]"
-
-
-def _import_blob_aio() -> Any:
-    """The ``azure.storage.blob.aio`` module, or an ImportError that names the extra."""
-    try:
-        import aiohttp  # noqa: F401  # the async transport azure-storage-blob needs
-        from azure.storage.blob import aio
-    except ImportError as exc:
-        raise ImportError(
-            f"AzureBlobSpill needs azure-storage-blob and aiohttp: pip install '{_BLOB_EXTRA}'"
-        ) from exc
-    return aio
-
-
-def _connection_string_field(connection_string: str, field: str) -> str | None:
-    for part in connection_string.split(";"):
-        name, sep, value = part.strip().partition("=")
-        if sep and name.strip().lower() == field.lower():
-            return value.strip()
-    return None
-
-
-def _account_from_url(url: str) -> str:
-    """The storage account an endpoint URL names (host label, or first path segment for
-    emulator-style ``http://127.0.0.1:10000/<account>`` URLs)."""
-    parts = urlsplit(url)
-    host = parts.hostname or ""
-    path_first = parts.path.strip("/").split("/", 1)[0]
-    if host in ("localhost", "") or host.replace(".", "").isdigit() or ":" in host:
-        return path_first or host
-    return host.split(".", 1)[0]
 
 
 class AzureBlobSpill:
     """A spill store in an Azure Blob Storage container (needs ``foundry-checkpoint[blob]``).
 
-    Blob names are ``<prefix>/<namespace>/<digest>``. Give exactly one of:
-
-    * ``container_client``: an ``azure.storage.blob.aio.ContainerClient`` you own (this store
-      never closes it). It must not have been used on another event loop, since all I/O runs on
-      the checkpointer's own loop.
-    * ``account_url`` (``https://<account>.blob.core.windows.net``) and ``container``, with
-      ``credential`` (any credential azure-storage-blob accepts; when omitted and the URL
-      carries no SAS token, ``azure.identity.aio.DefaultAzureCredential`` is used and closed by
-      :meth:`aclose`).
-    * ``connection_string`` and ``container``.
-
-    ``container`` defaults to ``"foundry-checkpoint"``; with ``create_container=True`` it is
-    created the first time a write finds it missing. ``client_kwargs`` go to the
-    ``BlobServiceClient`` (for example ``retry_total=0`` or ``connection_verify``).
+    Blob names are ``<prefix>/<namespace>/<digest>``. Create one in the Azure SDK's style with
+    :meth:`from_connection_string`, :meth:`from_container_client` or :meth:`from_env`, or with
+    the constructor and exactly one of ``container_client``, ``account_url`` (with
+    ``credential``) or ``connection_string`` (see :meth:`__init__`).
 
     Clients are created lazily, inside the event loop of the first call, because async clients
-    are bound to the loop that opens them. After :meth:`aclose` the store can be used again (on
-    any loop); it opens new clients then.
+    are bound to the loop that opens them. :meth:`aclose` (or leaving ``async with``) closes the
+    clients and the default credential the store opened, never a container client you passed;
+    the store can be used again afterwards (on any loop) and then opens new clients.
 
     :meth:`put` refreshes an existing blob's ``Last-Modified`` (Set Blob Metadata) instead of
     uploading it again, so a lifecycle management rule "delete base blobs N days after
     modification" is safe as long as N is longer than the state store's item TTL.
 
-    Environment variables read by :meth:`from_env`:
-
-    * ``FOUNDRY_CHECKPOINT_BLOB_CONNECTION_STRING``: a storage connection string (wins when
-      both are set), or
-    * ``FOUNDRY_CHECKPOINT_BLOB_ACCOUNT_URL``: the blob endpoint, authenticated with
-      ``DefaultAzureCredential`` (managed identity in a hosted agent);
-    * ``FOUNDRY_CHECKPOINT_BLOB_CONTAINER``: the container (default ``foundry-checkpoint``);
-    * ``FOUNDRY_CHECKPOINT_BLOB_PREFIX``: the blob name prefix (default ``foundry-checkpoint``).
-
-    Unset and empty variables are treated alike.
-
     Example:
         >>> spill = AzureBlobSpill(
         ...     account_url="https://myaccount.blob.core.windows.net",
-        ...     credential="<account key or token credential>",
+        ...     credential="<account key or SAS token>",
         ...     container="checkpoints",
         ... )
         >>> spill.describe
@@ -133,86 +90,174 @@ class AzureBlobSpill:
         container_client: ContainerClient | None = None,
         *,
         account_url: str | None = None,
-        credential: Any = None,
+        credential: BlobCredential = None,
         connection_string: str | None = None,
         container: str | None = None,
         prefix: str = DEFAULT_PREFIX,
         create_container: bool = True,
         **client_kwargs: Any,
     ) -> None:
-        """Configure the store; no network I/O happens here (see the class docstring)."""
-        _import_blob_aio()
-        given = [
-            name
-            for name, value in (
-                ("container_client", container_client),
-                ("account_url", account_url),
-                ("connection_string", connection_string),
-            )
-            if value is not None
-        ]
-        if len(given) != 1:
-            raise InvalidArgumentError(
-                "AzureBlobSpill needs exactly one of container_client, account_url or "
-                f"connection_string (got {', '.join(given) or 'none'})"
-            )
-        if container_client is not None and (container is not None or client_kwargs):
-            raise InvalidArgumentError(
-                "with container_client, do not pass container or client options: "
-                "configure the client you pass instead"
-            )
-        if container_client is not None and credential is not None:
-            raise InvalidArgumentError("with container_client, do not pass credential")
-        if connection_string is not None and credential is not None:
-            raise InvalidArgumentError("with connection_string, do not pass credential")
+        """Configure the store from exactly one source; no network I/O happens here.
 
-        if container_client is not None:
-            container_name = str(container_client.container_name)
-            account = str(container_client.account_name or "")
-        else:
-            container_name = self.DEFAULT_CONTAINER if container is None else container
-            if connection_string is not None:
-                endpoint = _connection_string_field(connection_string, "BlobEndpoint")
-                account = _connection_string_field(connection_string, "AccountName") or (
-                    _account_from_url(endpoint) if endpoint else ""
-                )
-            else:
-                assert account_url is not None
-                account = _account_from_url(account_url)
-        if not isinstance(container_name, str) or not _CONTAINER_RE.fullmatch(container_name):
-            raise InvalidIdentifierError(
-                f"invalid blob container name {container_name!r}: use 3-63 lowercase letters, "
-                "digits and single hyphens, starting and ending with a letter or digit"
-            )
+        Args:
+            container_client: An ``azure.storage.blob.aio.ContainerClient`` you own (the store
+                never closes it). It must not have been used on another event loop, since all
+                I/O runs on the checkpointer's own loop.
+            account_url: The blob endpoint, ``https://<account>.blob.core.windows.net``.
+            credential: With ``account_url``: an async token credential (``azure.identity.aio``),
+                an ``AzureNamedKeyCredential``, an ``AzureSasCredential``, an account key or SAS
+                token string, or None: then ``azure.identity.aio.DefaultAzureCredential`` is
+                used (and closed by :meth:`aclose`) unless the URL carries a SAS token.
+            connection_string: A storage connection string.
+            container: The container (default ``"foundry-checkpoint"``); not with
+                ``container_client``.
+            prefix: The blob name prefix (surrounding ``/`` removed; may be empty).
+            create_container: Create the container the first time a write finds it missing.
+            **client_kwargs: Options for the ``BlobServiceClient`` (for example
+                ``retry_total=0`` or ``connection_verify``); not with ``container_client``.
+
+        Raises:
+            InvalidArgumentError: Not exactly one source, an option that does not apply to the
+                source given, an empty connection string or account URL, or an unsupported
+                credential.
+            InvalidIdentifierError: An invalid container name or prefix.
+            ImportError: azure-storage-blob or aiohttp is missing (the ``blob`` extra).
+
+        Example:
+            >>> AzureBlobSpill(connection_string="AccountName=acc;AccountKey=a2V5").describe
+            'azure:acc/foundry-checkpoint/foundry-checkpoint'
+        """
+        import_blob_aio()
+        container_name, account = _source(
+            container_client, account_url, credential, connection_string, container, client_kwargs
+        )
         if not isinstance(prefix, str):
             raise InvalidIdentifierError("blob prefix must be a str")
         prefix = prefix.strip("/")
         if prefix:
             check_namespace(prefix)
 
-        self._given_client = container_client
-        self._account_url = account_url
-        self._credential = credential
-        self._connection_string = connection_string
         self._container_name = container_name
         self._account = account
         self._prefix = prefix
         self._create_container = create_container
-        self._client_kwargs = client_kwargs
+        self._clients = BlobClients(
+            container_client,
+            account_url=account_url,
+            credential=credential,
+            connection_string=connection_string,
+            container_name=container_name,
+            client_kwargs=client_kwargs,
+        )
 
-        self._service: BlobServiceClient | None = None
-        self._container: ContainerClient | None = None
-        self._owned_credential: Any = None
-        self._loop: asyncio.AbstractEventLoop | None = None
+    @classmethod
+    def from_connection_string(
+        cls,
+        connection_string: str,
+        container: str | None = None,
+        *,
+        prefix: str = DEFAULT_PREFIX,
+        create_container: bool = True,
+        **client_kwargs: Any,
+    ) -> AzureBlobSpill:
+        """A store in ``container`` of the account a storage connection string names.
+
+        Args:
+            connection_string: The storage connection string (account key or SAS inside).
+            container: The container (default ``"foundry-checkpoint"``).
+            prefix: The blob name prefix.
+            create_container: Create the container the first time a write finds it missing.
+            **client_kwargs: Options for the ``BlobServiceClient``.
+
+        Returns:
+            The store; it opens its clients on first use and closes them in :meth:`aclose`.
+
+        Raises:
+            InvalidArgumentError: An empty connection string.
+            InvalidIdentifierError: An invalid container name or prefix.
+            ImportError: azure-storage-blob or aiohttp is missing (the ``blob`` extra).
+
+        Example:
+            >>> spill = AzureBlobSpill.from_connection_string(
+            ...     "DefaultEndpointsProtocol=https;AccountName=myaccount;AccountKey=a2V5",
+            ...     container="checkpoints",
+            ... )
+            >>> spill.describe
+            'azure:myaccount/checkpoints/foundry-checkpoint'
+        """
+        return cls(
+            connection_string=connection_string,
+            container=container,
+            prefix=prefix,
+            create_container=create_container,
+            **client_kwargs,
+        )
+
+    @classmethod
+    def from_container_client(
+        cls,
+        container_client: ContainerClient,
+        *,
+        prefix: str = DEFAULT_PREFIX,
+        create_container: bool = True,
+    ) -> AzureBlobSpill:
+        """A store in the container of a client you own (and close; the store never does).
+
+        Args:
+            container_client: An ``azure.storage.blob.aio.ContainerClient``, not used on
+                another event loop than the checkpointer's.
+            prefix: The blob name prefix.
+            create_container: Create the container the first time a write finds it missing.
+
+        Returns:
+            The store.
+
+        Raises:
+            InvalidIdentifierError: An invalid container name or prefix.
+            ImportError: azure-storage-blob or aiohttp is missing (the ``blob`` extra).
+
+        Example:
+            >>> from azure.storage.blob.aio import ContainerClient
+            >>> client = ContainerClient.from_connection_string(
+            ...     "AccountName=myaccount;AccountKey=a2V5", container_name="checkpoints"
+            ... )
+            >>> AzureBlobSpill.from_container_client(client, prefix="lg").describe
+            'azure:myaccount/checkpoints/lg'
+        """
+        return cls(container_client, prefix=prefix, create_container=create_container)
 
     @classmethod
     def from_env(cls) -> AzureBlobSpill | None:
-        """A store configured from ``FOUNDRY_CHECKPOINT_BLOB_*`` variables, or None when neither
-        a connection string nor an account URL is set.
+        """A store configured from the ``FOUNDRY_CHECKPOINT_BLOB_*`` environment variables.
+
+        The checkpointers call it when no ``spill=`` is passed. The variables (unset and empty
+        ones are treated alike):
+
+        * ``FOUNDRY_CHECKPOINT_BLOB_CONNECTION_STRING``: a storage connection string (wins
+          when both it and the account URL are set), or
+        * ``FOUNDRY_CHECKPOINT_BLOB_ACCOUNT_URL``: the blob endpoint, authenticated with
+          ``DefaultAzureCredential`` (a managed identity in a hosted agent);
+        * ``FOUNDRY_CHECKPOINT_BLOB_CONTAINER``: the container (default
+          ``foundry-checkpoint``);
+        * ``FOUNDRY_CHECKPOINT_BLOB_PREFIX``: the blob name prefix (default
+          ``foundry-checkpoint``).
+
+        Returns:
+            The store, or None when neither a connection string nor an account URL is set.
+
+        Raises:
+            InvalidIdentifierError: The container or prefix variable is invalid.
+            ImportError: azure-storage-blob or aiohttp is missing (the ``blob`` extra).
 
         Example:
-            >>> spill = AzureBlobSpill.from_env()
-            >>> spill is None or spill.describe.startswith("azure:")
+            >>> import os
+            >>> from unittest import mock
+            >>> env = {"FOUNDRY_CHECKPOINT_BLOB_ACCOUNT_URL": "https://myaccount.blob.core.windows.net"}
+            >>> with mock.patch.dict(os.environ, env, clear=True):
+            ...     AzureBlobSpill.from_env().describe
+            'azure:myaccount/foundry-checkpoint/foundry-checkpoint'
+            >>> with mock.patch.dict(os.environ, {}, clear=True):
+            ...     AzureBlobSpill.from_env() is None
             True
         """
         connection_string = os.environ.get(cls.ENV_CONNECTION_STRING, "").strip()
@@ -222,7 +267,7 @@ class AzureBlobSpill:
         container = os.environ.get(cls.ENV_CONTAINER, "").strip() or cls.DEFAULT_CONTAINER
         prefix = os.environ.get(cls.ENV_PREFIX, "").strip() or cls.DEFAULT_PREFIX
         if connection_string:
-            return cls(connection_string=connection_string, container=container, prefix=prefix)
+            return cls.from_connection_string(connection_string, container, prefix=prefix)
         return cls(account_url=account_url, container=container, prefix=prefix)
 
     @property
@@ -246,49 +291,28 @@ class AzureBlobSpill:
     def __repr__(self) -> str:
         return f"AzureBlobSpill({self.describe!r})"
 
-    # -- clients -----------------------------------------------------------------------------
+    async def aclose(self) -> None:
+        """Close the clients (and default credential) this store opened. Idempotent.
+
+        A container client passed in stays open: it is the caller's.
+        """
+        await self._clients.aclose()
+
+    async def __aenter__(self) -> AzureBlobSpill:
+        """The store itself; leaving the block calls :meth:`aclose`."""
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        """Close what the store opened (see :meth:`aclose`)."""
+        await self.aclose()
 
     def _client(self) -> ContainerClient:
-        """The container client, created on first use inside the running loop."""
-        loop = asyncio.get_running_loop()
-        if self._container is not None:
-            if self._loop is not loop and self._given_client is None:
-                raise RuntimeError(
-                    "AzureBlobSpill is bound to the event loop that first used it; "
-                    "call aclose() there before using it from another loop"
-                )
-            return self._container
-        if self._given_client is not None:
-            self._container = self._given_client
-        else:
-            aio = _import_blob_aio()
-            if self._connection_string is not None:
-                self._service = aio.BlobServiceClient.from_connection_string(
-                    self._connection_string, **self._client_kwargs
-                )
-            else:
-                credential = self._credential
-                if credential is None and not urlsplit(self._account_url or "").query:
-                    credential = self._owned_credential = _default_credential()
-                self._service = aio.BlobServiceClient(
-                    self._account_url, credential=credential, **self._client_kwargs
-                )
-            assert self._service is not None
-            self._container = self._service.get_container_client(self._container_name)
-        self._loop = loop
-        assert self._container is not None
-        return self._container
-
-    async def aclose(self) -> None:
-        """Close the clients (and default credential) this store created. Idempotent."""
-        service, self._service = self._service, None
-        credential, self._owned_credential = self._owned_credential, None
-        self._container = None
-        self._loop = None
-        if service is not None:
-            await service.close()
-        if credential is not None:
-            await credential.close()
+        return self._clients.container()
 
     def _blob_name(self, namespace: str, digest: str | None = None) -> str:
         base = f"{self._prefix}/{namespace}" if self._prefix else namespace
@@ -413,12 +437,59 @@ class AzureBlobSpill:
         return sorted(found)
 
 
-def _default_credential() -> Any:
-    try:
-        from azure.identity.aio import DefaultAzureCredential
-    except ImportError as exc:
-        raise ImportError(
-            "AzureBlobSpill with an account URL and no credential uses DefaultAzureCredential "
-            f"from azure-identity: pip install '{_BLOB_EXTRA}' or pass credential="
-        ) from exc
-    return DefaultAzureCredential()
+def _source(
+    container_client: ContainerClient | None,
+    account_url: str | None,
+    credential: object,
+    connection_string: str | None,
+    container: str | None,
+    client_kwargs: dict[str, Any],
+) -> tuple[str, str]:
+    """The container name and account of a constructor's arguments, after checking them."""
+    given = [
+        name
+        for name, value in (
+            ("container_client", container_client),
+            ("account_url", account_url),
+            ("connection_string", connection_string),
+        )
+        if value is not None
+    ]
+    if len(given) != 1:
+        raise InvalidArgumentError(
+            "AzureBlobSpill needs exactly one of container_client, account_url or "
+            f"connection_string (got {', '.join(given) or 'none'})"
+        )
+    if container_client is not None and (container is not None or client_kwargs):
+        raise InvalidArgumentError(
+            "with container_client, do not pass container or client options: "
+            "configure the client you pass instead"
+        )
+    if container_client is not None and credential is not None:
+        raise InvalidArgumentError("with container_client, do not pass credential")
+    if connection_string is not None and credential is not None:
+        raise InvalidArgumentError("with connection_string, do not pass credential")
+    for name, text in (("account_url", account_url), ("connection_string", connection_string)):
+        if text is not None and (not isinstance(text, str) or not text.strip()):
+            raise InvalidArgumentError(f"{name} must be a non-empty str, got {text!r}")
+    check_credential(credential)
+
+    if container_client is not None:
+        container_name = str(container_client.container_name)
+        account = str(container_client.account_name or "")
+    else:
+        container_name = AzureBlobSpill.DEFAULT_CONTAINER if container is None else container
+        if connection_string is not None:
+            endpoint = connection_string_field(connection_string, "BlobEndpoint")
+            account = connection_string_field(connection_string, "AccountName") or (
+                account_from_url(endpoint) if endpoint else ""
+            )
+        else:
+            assert account_url is not None
+            account = account_from_url(account_url)
+    if not isinstance(container_name, str) or not _CONTAINER_RE.fullmatch(container_name):
+        raise InvalidIdentifierError(
+            f"invalid blob container name {container_name!r}: use 3-63 lowercase letters, "
+            "digits and single hyphens, starting and ending with a letter or digit"
+        )
+    return container_name, account

@@ -17,9 +17,10 @@ import secrets
 import stat
 from collections.abc import Iterable
 from pathlib import Path
+from types import TracebackType
 
 from .._store._private import private_dir
-from ..errors import CorruptPayloadError
+from ..errors import CorruptPayloadError, InvalidArgumentError
 from ._protocol import (
     DIGEST_RE,
     NAMESPACE_RE,
@@ -46,18 +47,39 @@ class LocalSpill:
     survives a crash of the machine once the item that references it has been written.
     Blocking file I/O runs in worker threads, never on the calling event loop.
 
-    Files are created readable by their owner only (mode 0600, directories 0700).
+    Files are created readable by their owner only (mode 0600, directories 0700). The store
+    holds nothing open between calls; ``async with`` works as for every spill store.
 
     Example:
         >>> import asyncio, tempfile
+        >>> async def demo(directory: str) -> list[str]:
+        ...     async with LocalSpill(directory, fsync=False) as spill:
+        ...         await spill.put("lg/3f2a", b"a large value")
+        ...         return await spill.namespaces()
         >>> with tempfile.TemporaryDirectory() as d:
-        ...     spill = LocalSpill(d, fsync=False)
-        ...     asyncio.run(spill.namespaces())
-        []
+        ...     asyncio.run(demo(d))
+        ['lg/3f2a']
     """
 
     def __init__(self, directory: str | os.PathLike[str], *, fsync: bool = True) -> None:
-        """Use ``directory`` (created on the first write) for blobs; see the class docstring."""
+        """Use ``directory`` (created on the first write) for blobs; see the class docstring.
+
+        Args:
+            directory: The folder holding the blobs (made absolute; created on first write).
+            fsync: Flush each new blob and its directory entry to disk before :meth:`put`
+                returns.
+
+        Raises:
+            InvalidArgumentError: ``directory`` is not a path.
+
+        Example:
+            >>> LocalSpill("/var/spill").describe
+            'local:/var/spill'
+        """
+        if not isinstance(directory, (str, os.PathLike)):
+            raise InvalidArgumentError(
+                f"LocalSpill needs a directory path, got {type(directory).__name__}"
+            )
         self._root = Path(os.path.abspath(os.fspath(directory)))
         self._fsync = fsync
 
@@ -247,7 +269,20 @@ class LocalSpill:
         return sorted(found)
 
     async def aclose(self) -> None:
-        """Nothing to release; present for the protocol."""
+        """Nothing to release (no file stays open between calls); present for the protocol."""
+
+    async def __aenter__(self) -> LocalSpill:
+        """The store itself; leaving the block calls :meth:`aclose`."""
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        """Close what the store opened (see :meth:`aclose`)."""
+        await self.aclose()
 
 
 def _scan(folder: Path) -> list[os.DirEntry[str]]:

@@ -78,8 +78,16 @@ class SpillStore(Protocol):
         when the blob exists already it is not uploaded again, but its last-modified time is
         refreshed.
 
-        Raises :class:`~foundry_checkpoint.errors.InvalidArgumentError` when ``data`` is not
-        bytes.
+        Args:
+            namespace: The namespace to store the blob in.
+            data: The blob's bytes.
+
+        Returns:
+            The sha256 of ``data``, which names the blob.
+
+        Raises:
+            InvalidIdentifierError: ``namespace`` is invalid.
+            InvalidArgumentError: ``data`` is not bytes.
         """
         ...
 
@@ -87,9 +95,19 @@ class SpillStore(Protocol):
         """The blob's bytes, verified against ``digest``.
 
         The store is the one layer that verifies a blob: callers (the codec among them) trust
-        what it returns. Raises :class:`~foundry_checkpoint.errors.MissingBlobError` when the
-        blob does not exist and :class:`~foundry_checkpoint.errors.CorruptPayloadError` when its
-        sha256 differs.
+        what it returns.
+
+        Args:
+            namespace: The namespace the blob was stored in.
+            digest: The digest :meth:`put` returned.
+
+        Returns:
+            The blob's bytes.
+
+        Raises:
+            InvalidIdentifierError: ``namespace`` or ``digest`` is invalid.
+            MissingBlobError: The blob does not exist.
+            CorruptPayloadError: The blob's sha256 differs from ``digest``.
         """
         ...
 

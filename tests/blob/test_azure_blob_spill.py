@@ -413,10 +413,60 @@ async def test_from_env(azurite: Azurite, monkeypatch: pytest.MonkeyPatch) -> No
 
 async def test_account_url_without_credential_uses_default_credential() -> None:
     spill = AzureBlobSpill(account_url="https://acct.blob.core.windows.net", container="c-1x")
-    spill._client()  # creates clients lazily, inside this loop; no request is sent
-    assert type(spill._owned_credential).__name__ == "DefaultAzureCredential"
+    spill._clients.container()  # creates clients lazily, inside this loop; no request is sent
+    assert type(spill._clients.owned_credential).__name__ == "DefaultAzureCredential"
     await spill.aclose()
-    assert spill._owned_credential is None
+    assert spill._clients.owned_credential is None
+
+
+async def test_from_connection_string(azurite: Azurite) -> None:
+    container = _container_name()
+    async with AzureBlobSpill.from_connection_string(
+        azurite.connection_string, container, prefix="cs", retry_total=0
+    ) as spill:
+        assert spill.describe == f"azure:{ACCOUNT_NAME}/{container}/cs"
+        await _exercise(spill)
+        assert spill._clients._service is not None
+    assert spill._clients._service is None  # leaving the block closed what the store opened
+
+
+async def test_from_container_client_leaves_the_client_open(azurite: Azurite) -> None:
+    container = _container_name()
+    async with BlobServiceClient.from_connection_string(
+        azurite.connection_string, retry_total=0
+    ) as svc:
+        client = svc.get_container_client(container)
+        async with AzureBlobSpill.from_container_client(client, prefix="cc") as spill:
+            assert spill.describe == f"azure:{ACCOUNT_NAME}/{container}/cc"
+            await _exercise(spill)  # creates the container on the first write
+        names = [n async for n in client.list_blob_names()]  # still the caller's, still open
+        assert names == [f"cc/{NS}/{_blob(f'via {spill.describe}')[0]}"]
+
+
+async def test_account_url_with_a_sas_credential(azurite: Azurite) -> None:
+    from datetime import datetime, timedelta, timezone
+
+    from azure.core.credentials import AzureSasCredential
+    from azure.storage.blob import AccountSasPermissions, ResourceTypes, generate_account_sas
+
+    container = _container_name()
+    async with BlobServiceClient.from_connection_string(azurite.connection_string) as svc:
+        await svc.create_container(container)
+    sas = generate_account_sas(
+        ACCOUNT_NAME,
+        ACCOUNT_KEY,
+        ResourceTypes(service=True, container=True, object=True),
+        AccountSasPermissions(read=True, write=True, list=True, delete=True, create=True),
+        expiry=datetime.now(timezone.utc) + timedelta(hours=1),
+    )
+    async with AzureBlobSpill(
+        account_url=azurite.blob_endpoint,
+        credential=AzureSasCredential(sas),
+        container=container,
+        retry_total=0,
+    ) as spill:
+        await _exercise(spill)
+        assert spill._clients.owned_credential is None  # no default credential was opened
 
 
 @pytest.mark.parametrize(
@@ -428,6 +478,10 @@ async def test_account_url_without_credential_uses_default_credential() -> None:
         ({"connection_string": "AccountName=a", "container": "No_Caps"}, InvalidIdentifierError),
         ({"connection_string": "AccountName=a", "container": "ab"}, InvalidIdentifierError),
         ({"connection_string": "AccountName=a", "prefix": "a/../b"}, InvalidIdentifierError),
+        ({"connection_string": ""}, InvalidArgumentError),
+        ({"account_url": " "}, InvalidArgumentError),
+        ({"account_url": "https://a.blob.core.windows.net", "credential": 5}, InvalidArgumentError),
+        ({"account_url": "https://a.blob.core.windows.net", "credential": {"k": "v"}}, ValueError),
     ],
 )
 def test_constructor_validation(kwargs: dict[str, Any], error: type[Exception]) -> None:

@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from foundry_checkpoint.errors import InvalidArgumentError
 from foundry_checkpoint.spill import LocalSpill
 
 NS = "lg/3f2a9c"
@@ -84,3 +85,16 @@ async def test_local_spill_is_shared_across_processes(tmp_path: Path) -> None:
     spill = LocalSpill(tmp_path)
     assert await spill.get(NS, digest) == data
     assert sorted(p.name for p in (tmp_path / NS).iterdir()) == [digest]
+
+
+async def test_async_with_gives_the_store_and_closes_it(tmp_path: Path) -> None:
+    async with LocalSpill(tmp_path, fsync=False) as spill:
+        digest, data = _blob("in a block")
+        assert await spill.put(NS, data) == digest
+    assert await spill.get(NS, digest) == data  # nothing stays open; usable after the block
+
+
+@pytest.mark.parametrize("directory", [None, 5, b"/tmp/x"])
+def test_directory_must_be_a_path(directory: Any) -> None:
+    with pytest.raises(InvalidArgumentError, match="directory path"):
+        LocalSpill(directory)
