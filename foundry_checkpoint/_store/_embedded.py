@@ -43,6 +43,8 @@ from azure.ai.agentserver.core.storage import (
     StateStore,
 )
 
+from foundry_checkpoint.errors import InvalidArgumentError
+
 from ._engine import StateEngine
 from ._limits import DEFAULT_ROOT_DIRNAME, STATE_ROOT_ENV
 
@@ -159,7 +161,8 @@ class EngineStore:
     (building those cost more than SQLite; ``_protocol`` states the shapes). Failures are the
     SDK's ``FoundryStorage*Error`` classes, mirroring the hosted client: ``get_item`` answers
     None when the item (or the whole store) is missing, and ``set_item``/``list_keys`` raise
-    ``ValueError`` for the same argument combinations the client refuses before sending.
+    :class:`~foundry_checkpoint.errors.InvalidArgumentError` (a ``ValueError``) for the same
+    argument combinations the client refuses before sending.
 
     Every engine call runs in a worker thread (``asyncio.to_thread``). Uncontended calls are
     fast (measured on 2 cores: a 10 KB ``set_item`` ~0.12 ms, ``get_item`` ~0.03 ms, a 100-key
@@ -249,9 +252,24 @@ class EngineStore:
         if_match: str | None = None,
         require_exists: bool = False,
     ) -> _Ref:
-        """Create or replace an item; ``require_exists`` is ``if_match="*"``."""
+        """Create or replace an item; ``require_exists`` is ``if_match="*"``.
+
+        Args:
+            key: The item key.
+            value: The item value (a JSON object).
+            tags: The item's tags (None: no tags).
+            if_match: Replace only the item with this ETag (``"*"``: any existing item).
+            require_exists: Replace only an existing item.
+
+        Returns:
+            The reference of the item written.
+
+        Raises:
+            InvalidArgumentError: Both ``if_match`` and ``require_exists`` were given.
+            FoundryStoragePreconditionError: The precondition failed.
+        """
         if if_match is not None and require_exists:
-            raise ValueError("if_match and require_exists are mutually exclusive")
+            raise InvalidArgumentError("if_match and require_exists are mutually exclusive")
         header = "*" if require_exists else if_match
         ref, _created = await self._call(
             self._engine.put_item, self._name, key, value, tags, user=self._user, if_match=header
@@ -282,9 +300,24 @@ class EngineStore:
         before: str | None = None,
         order: Order = "desc",
     ) -> _Page:
-        """One page of keys ordered by ``(created_at, id)``, filtered by exact tags."""
+        """One page of keys ordered by ``(created_at, id)``, filtered by exact tags.
+
+        Args:
+            tags: Exact tag filter (every pair must match).
+            limit: Page size (None: the store's default).
+            after: Item id to list after, in the chosen order.
+            before: Item id to list before (from the start of the list).
+            order: ``"desc"`` (newest first) or ``"asc"``.
+
+        Returns:
+            The page.
+
+        Raises:
+            InvalidArgumentError: Both ``after`` and ``before`` were given.
+            FoundryStorageBadRequestError: An argument the store refuses.
+        """
         if after is not None and before is not None:
-            raise ValueError("after and before are mutually exclusive")
+            raise InvalidArgumentError("after and before are mutually exclusive")
         page = await self._call(
             self._engine.list_keys,
             self._name,

@@ -440,24 +440,3 @@ class StateEngine(EngineDatabase):
         return rows.insert(
             conn, store, part, key, text, tags, now, item_id=item_id, etag=new_etag()
         )
-
-    def _explain_list_keys(
-        self,
-        name: str,
-        *,
-        user: str,
-        tags: Mapping[str, str] | None = None,
-        limit: int | None = None,
-        after: str | None = None,
-        order: str = "desc",
-    ) -> list[str]:
-        """``EXPLAIN QUERY PLAN`` details of the page query :meth:`list_keys` would run."""
-        sql, params, _, _ = list_query(
-            name, tags=tags, limit=limit, after=after, before=None, order=order
-        )
-        position = (0, "") if after is not None else None
-        with self._transaction(write=False) as conn:
-            plan = conn.execute(
-                "EXPLAIN QUERY PLAN " + sql, list_params(params, name, user, 0, position)
-            ).fetchall()
-        return [str(row["detail"]) for row in plan]

@@ -11,7 +11,8 @@ Every request goes through the same steps, in this order:
    else the delegated ``x-ms-user-id``, else the token's user);
 5. check ``api-version``;
 6. decode names and keys (base64url of UTF-8 without padding), parse and shape-check the JSON
-   body, and call the engine, which enforces the documented limits and semantics;
+   body, and call the engine (on its worker thread, off the event loop), which enforces the
+   documented limits and semantics;
 7. map the engine's answer or its ``FoundryStorage*Error`` to a status code, the error envelope
    ``{"error": {"code", "message", "param"?}}`` and the ``ETag`` header.
 
@@ -23,13 +24,15 @@ from __future__ import annotations
 import asyncio
 import base64
 import binascii
+import functools
 import json
 import logging
 import re
 import threading
 from collections import Counter
-from collections.abc import Mapping
-from typing import Any, Final
+from collections.abc import Callable, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, Final, ParamSpec, TypeVar
 
 from aiohttp import web
 from azure.ai.agentserver.core.storage import (
@@ -51,6 +54,8 @@ from ._platform import IDENTITY_PATH, ManagedIdentityEndpoint
 __all__ = ["StorageApp", "SUPPORTED_API_VERSIONS"]
 
 _LOGGER = logging.getLogger("foundry_checkpoint.emulator")
+_P = ParamSpec("_P")
+_T = TypeVar("_T")
 
 #: The ``api-version`` values the emulator accepts.
 SUPPORTED_API_VERSIONS: Final[frozenset[str]] = frozenset({"v1"})
@@ -194,6 +199,7 @@ class StorageApp:
 
     def __init__(self, faults: FaultPlan, calls: CallTable | None = None) -> None:
         self._engine: StateEngine | None = None
+        self._worker: ThreadPoolExecutor | None = None
         self._faults = faults
         self._calls = calls if calls is not None else CallTable()
         self._lock = threading.Lock()
@@ -236,12 +242,33 @@ class StorageApp:
         return self._calls
 
     def bind(self, engine: StateEngine) -> None:
-        """Serve ``engine``."""
+        """Serve ``engine``; its calls run on one worker thread of their own, off the loop.
+
+        The engine blocks (SQLite, and a wait for another process's write lock can last up to
+        its busy timeout), so the event loop only hands calls to that thread and keeps serving
+        every other request meanwhile. One thread is enough: the engine runs one call at a
+        time on its single connection anyway.
+
+        Args:
+            engine: The engine to serve.
+        """
         self._engine = engine
+        self._worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="emulator-engine")
 
     def unbind(self) -> None:
-        """Forget the engine (it is being closed)."""
+        """Forget the engine (it is being closed) once the calls in flight have finished."""
         self._engine = None
+        worker, self._worker = self._worker, None
+        if worker is not None:
+            worker.shutdown(wait=True)
+
+    async def _engine_call(self, call: Callable[_P, _T], *args: _P.args, **kwargs: _P.kwargs) -> _T:
+        """Run one engine call on the engine's worker thread and await its answer."""
+        worker = self._worker
+        if worker is None:
+            raise _HttpError(503, "service_unavailable", "The emulator is shutting down.")
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(worker, functools.partial(call, *args, **kwargs))
 
     def _require_engine(self) -> StateEngine:
         engine = self._engine
@@ -392,10 +419,10 @@ class StorageApp:
         if_match = request.headers.get("If-Match")
 
         if call == "get_store":
-            return web.json_response(engine.get_store(name))
+            return web.json_response(await self._engine_call(engine.get_store, name))
         if call == "create_store":
             body = await self._body(request)
-            return web.json_response(self._create_store(body), status=201)
+            return web.json_response(await self._create_store(body), status=201)
         if call == "update_store":
             body = await self._body(request)
             description: str | Unset | None = UNSET
@@ -404,35 +431,47 @@ class StorageApp:
                 description = _string_field(body, "description", required=False)
             if "tags" in body:
                 tags = _tags_field(body)
-            return web.json_response(engine.update_store(name, description=description, tags=tags))
+            updated = await self._engine_call(
+                engine.update_store, name, description=description, tags=tags
+            )
+            return web.json_response(updated)
         if call == "delete_store":
-            return web.json_response(engine.delete_store(name))
+            return web.json_response(await self._engine_call(engine.delete_store, name))
         if call == "create_item":
             body = await self._body(request)
             item_key = _string_field(body, "key", required=True)
             assert item_key is not None
-            ref = engine.create_item(
-                name, item_key, _value_field(body), _tags_field(body), user=user
+            ref = await self._engine_call(
+                engine.create_item, name, item_key, _value_field(body), _tags_field(body), user=user
             )
             return web.json_response(ref, status=201)
         if call == "put_item":
             body = await self._body(request)
-            ref, created = engine.put_item(
-                name, key, _value_field(body), _tags_field(body), user=user, if_match=if_match
+            ref, created = await self._engine_call(
+                engine.put_item,
+                name,
+                key,
+                _value_field(body),
+                _tags_field(body),
+                user=user,
+                if_match=if_match,
             )
             return web.json_response(
                 ref, status=201 if created else 200, headers={"ETag": ref["etag"]}
             )
         if call == "get_item":
-            item = engine.get_item(name, key, user=user)
+            item = await self._engine_call(engine.get_item, name, key, user=user)
             if item is None:
                 return _error_response(404, "not_found", "The item does not exist.")
             return web.json_response(item, headers={"ETag": item["etag"]})
         if call == "delete_item":
-            return web.json_response(engine.delete_item(name, key, user=user, if_match=if_match))
-        return web.json_response(self._list_keys(name, request, user))
+            deleted = await self._engine_call(
+                engine.delete_item, name, key, user=user, if_match=if_match
+            )
+            return web.json_response(deleted)
+        return web.json_response(await self._list_keys(name, request, user))
 
-    def _create_store(self, body: Mapping[str, Any]) -> dict[str, Any]:
+    async def _create_store(self, body: Mapping[str, Any]) -> dict[str, Any]:
         name = _string_field(body, "name", required=True)
         assert name is not None
         user_isolation = body.get("user_isolation", False)
@@ -455,7 +494,8 @@ class StorageApp:
                 "'item_ttl_seconds' must be an integer.",
                 param="item_ttl_seconds",
             )
-        return self._require_engine().create_store(
+        return await self._engine_call(
+            self._require_engine().create_store,
             name,
             user_isolation=user_isolation,
             item_ttl_seconds=ttl,
@@ -463,7 +503,7 @@ class StorageApp:
             tags=_tags_field(body),
         )
 
-    def _list_keys(self, name: str, request: web.Request, user: str) -> dict[str, Any]:
+    async def _list_keys(self, name: str, request: web.Request, user: str) -> dict[str, Any]:
         query = request.query
         tags: dict[str, str] = {}
         for param, value in query.items():
@@ -491,6 +531,13 @@ class StorageApp:
         # order, after/before and the tag filter are checked by the engine (one source of truth)
         order = query.get("order", "desc")
         after, before = query.get("after"), query.get("before")
-        return self._require_engine().list_keys(
-            name, user=user, tags=tags or None, limit=limit, after=after, before=before, order=order
+        return await self._engine_call(
+            self._require_engine().list_keys,
+            name,
+            user=user,
+            tags=tags or None,
+            limit=limit,
+            after=after,
+            before=before,
+            order=order,
         )

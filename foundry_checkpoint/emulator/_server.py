@@ -373,7 +373,7 @@ class FoundryEmulator:
         return StateEngine(self._data, tie_seed=self._seed, clock=self._clock)
 
     def _serve(self, running: _Running) -> None:
-        """Server thread: own loop, own engine (SQLite connections stay on this thread)."""
+        """Server thread: own loop and own engine, whose calls run on the app's worker thread."""
         loop = asyncio.new_event_loop()
         running.loop = loop
         asyncio.set_event_loop(loop)

@@ -1,13 +1,16 @@
-"""Hostile request bodies get 413/400, never 500, and only a few bodies are read at once."""
+"""Hostile request bodies get 413/400, never 500, only a few bodies are read at once, and a
+slow engine call does not hold up the requests that do not need it."""
 
 from __future__ import annotations
 
 import asyncio
 import json
+import time
 from collections.abc import AsyncIterator
 
 import pytest
 
+from foundry_checkpoint._store._engine import StateEngine
 from foundry_checkpoint.emulator import FoundryEmulator
 from foundry_checkpoint.emulator._app import _CONCURRENT_BODY_READS, CLIENT_MAX_BODY_BYTES
 
@@ -78,3 +81,34 @@ async def test_only_a_few_bodies_are_read_at_once(
     assert in_flight == _CONCURRENT_BODY_READS
     assert emu._app.body_reads[1] == _CONCURRENT_BODY_READS  # never more, however many wait
     assert sorted(set(statuses)) == [201]
+
+
+async def test_a_slow_engine_call_does_not_stall_the_loop(
+    raw: Raw,  # noqa: F811
+    emu: FoundryEmulator,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    slow = await raw.new_store(user_isolation=True)
+    engine = emu._app._engine
+    assert isinstance(engine, StateEngine)
+    get_store = engine.get_store
+    entered = asyncio.Event()
+    loop = asyncio.get_running_loop()
+
+    def blocking_get_store(name: str) -> dict[str, object]:
+        if name == slow:
+            loop.call_soon_threadsafe(entered.set)
+            time.sleep(1.5)  # a call that blocks, like one waiting for SQLite's write lock
+        return get_store(name)
+
+    monkeypatch.setattr(engine, "get_store", blocking_get_store)
+    slow_call = asyncio.create_task(raw.call("GET", f"state_stores/{b64(slow)}"))
+    await asyncio.wait_for(entered.wait(), timeout=10)
+    started = time.monotonic()
+    other = f"state_stores/{b64('other')}"
+    status, answer, _ = await raw.call("GET", other, query="api-version=v0")
+    elapsed = time.monotonic() - started
+    assert status == 400 and _error(answer)[0] == "invalid_request"
+    assert not slow_call.done() and elapsed < 1.0, elapsed
+    status, _, _ = await slow_call
+    assert status == 200

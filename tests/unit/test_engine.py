@@ -17,6 +17,15 @@ from azure.ai.agentserver.core.storage import (
 )
 
 from foundry_checkpoint._store._engine import UNSET, StateEngine
+from foundry_checkpoint._store._engine_list import CURSOR_SQL, list_params, list_query
+from foundry_checkpoint._store._engine_rows import (
+    CURRENT_ITEM_SQL,
+    DELETE_ITEM_SQL,
+    DELETE_TAGS_SQL,
+    EXPIRED_ITEMS_SQL,
+    READ_ITEM_SQL,
+    UPDATE_ITEM_SQL,
+)
 from foundry_checkpoint.errors import FoundryCheckpointError
 
 S = "store"
@@ -609,7 +618,11 @@ def test_latest_key_queries_use_an_index(
         )
     with eng._transaction(write=True) as conn:
         conn.execute("ANALYZE")
-    plan = eng._explain_list_keys(S, user="u1", tags=tags, limit=100, order=order, after=after)
+    # the page query list_keys runs, built by the same function with the same arguments
+    sql, params, _, _ = list_query(S, tags=tags, limit=100, after=after, before=None, order=order)
+    named = list_params(params, S, "u1", 0, None if after is None else (0, ""))
+    with eng._transaction(write=False) as conn:
+        plan = [str(row["detail"]) for row in conn.execute("EXPLAIN QUERY PLAN " + sql, named)]
     _assert_indexed(plan)
     if tags:
         assert "item_tags_by_value" in plan[0]
@@ -620,19 +633,20 @@ def test_latest_key_queries_use_an_index(
 
 def test_write_statements_use_indexes(tmp_path: Path) -> None:
     eng = StateEngine(tmp_path / "db.sqlite3")
-    statements = [
-        "SELECT id, etag, created_at, expires_at FROM items WHERE store = 's' AND part = 'u'"
-        " AND key = 'k'",
-        "SELECT part, key FROM items WHERE store = 's' AND expires_at IS NOT NULL"
-        " AND expires_at <= 5 LIMIT 64",
-        "DELETE FROM item_tags WHERE store = 's' AND part = 'u' AND key = 'k'",
-        "UPDATE items SET value = '' WHERE store = 's' AND part = 'u' AND key = 'k'",
-        "SELECT id, created_at, tags FROM items WHERE store = 's' AND part = 'u' AND id = 'i'",
+    # the statements the engine runs, with parameters of the right shape
+    statements: list[tuple[str, tuple[object, ...]]] = [
+        (CURRENT_ITEM_SQL, ("s", "u", "k")),
+        (READ_ITEM_SQL, ("s", "u", "k", 5)),
+        (EXPIRED_ITEMS_SQL, ("s", 5, 64)),
+        (DELETE_TAGS_SQL, ("s", "u", "k")),
+        (DELETE_ITEM_SQL, ("s", "u", "k")),
+        (UPDATE_ITEM_SQL, ("{}", None, '"e"', 5, None, "s", "u", "k")),
+        (CURSOR_SQL, ("s", "u", "i", 5)),
     ]
     with eng._transaction(write=False) as conn:
-        for sql in statements:
-            plan = [str(row["detail"]) for row in conn.execute("EXPLAIN QUERY PLAN " + sql)]
-            _assert_indexed(plan)
+        for sql, args in statements:
+            explained = conn.execute("EXPLAIN QUERY PLAN " + sql, args)
+            _assert_indexed([str(row["detail"]) for row in explained])
     eng.close()
 
 

@@ -18,6 +18,7 @@ from azure.ai.agentserver.core.storage import (
 from foundry_checkpoint._store._embedded import EngineStore, default_engine, default_state_root
 from foundry_checkpoint._store._engine import StateEngine
 from foundry_checkpoint._store._protocol import StateStoreLike
+from foundry_checkpoint.errors import InvalidArgumentError
 
 
 @pytest.fixture
@@ -121,6 +122,15 @@ async def test_conditional_writes(engine: StateEngine) -> None:
     with pytest.raises(FoundryStoragePreconditionError):
         await store.delete_item("a", if_match=first.etag)
     assert (await store.delete_item("a", if_match=second.etag)).id == first.id
+
+
+async def test_refused_argument_combinations_are_typed_errors(engine: StateEngine) -> None:
+    store = await EngineStore.get_or_create(engine, "s", user_isolation=True, item_ttl_seconds=-1)
+    with pytest.raises(InvalidArgumentError, match="if_match and require_exists"):
+        await store.set_item("a", {}, if_match='"e"', require_exists=True)
+    with pytest.raises(InvalidArgumentError, match="after and before"):
+        await store.list_keys(after="x", before="y")
+    assert await store.get_item("a") is None  # nothing was written
 
 
 async def test_users_are_isolated_through_the_face(engine: StateEngine) -> None:
