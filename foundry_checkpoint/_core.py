@@ -71,7 +71,7 @@ from ._store._naming import (
 from ._store._protocol import ItemKey, StateStoreLike
 from .errors import (
     FoundryCheckpointError,
-    InvalidIdentifierError,
+    InvalidArgumentError,
 )
 
 if TYPE_CHECKING:
@@ -304,12 +304,12 @@ class CheckpointCore:
         self.prefix = validate_prefix(store_prefix)
         self.scope_word = scope_word
         if item_ttl_seconds != -1 and not 1 <= item_ttl_seconds <= MAX_TTL_SECONDS:
-            raise InvalidIdentifierError(
+            raise InvalidArgumentError(
                 f"item_ttl_seconds must be -1 (never expire) or 1..{MAX_TTL_SECONDS}, "
                 f"got {item_ttl_seconds}"
             )
         if local_backend not in ("sqlite", "sdk"):
-            raise InvalidIdentifierError(
+            raise InvalidArgumentError(
                 f"local_backend must be 'sqlite' or 'sdk', got {local_backend!r}"
             )
         if local_backend == "sdk" and hosted():

@@ -37,7 +37,7 @@ from foundry_checkpoint._store._limits import DEFAULT_ITEM_TTL_SECONDS
 from foundry_checkpoint._store._listing import create_item, newest_second
 from foundry_checkpoint._store._naming import check_identifier, item_key, tag_value, unescape
 from foundry_checkpoint._store._protocol import ItemKey
-from foundry_checkpoint.errors import CorruptPayloadError, InvalidIdentifierError, InvalidStateError
+from foundry_checkpoint.errors import CorruptPayloadError, InvalidArgumentError, InvalidStateError
 
 if TYPE_CHECKING:
     from azure.core.credentials_async import AsyncTokenCredential
@@ -244,7 +244,7 @@ class AutoGenStateStore(CoreOwner):
             or not isinstance(keep_versions, int)
             or keep_versions < 1
         ):
-            raise InvalidIdentifierError(
+            raise InvalidArgumentError(
                 f"keep_versions must be a positive int or None (keep all), got {keep_versions!r}"
             )
         self._core = CheckpointCore(
@@ -340,9 +340,10 @@ class AutoGenStateStore(CoreOwner):
         """Every scope this user has states in (None: the default store), from the index.
 
         Example:
-            >>> with AutoGenStateStore() as store:  # doctest: +SKIP
-            ...     store.list_scopes()
-            ['conv-1']
+            >>> with AutoGenStateStore() as store:
+            ...     _ = store.save("conv-ls", "agent", "counter/default", {"count": 1})
+            ...     "conv-ls" in store.list_scopes()
+            True
         """
         return self._core.run(self._list_scopes())
 
@@ -351,8 +352,10 @@ class AutoGenStateStore(CoreOwner):
         name, from the key listing alone: no state is read or decoded.
 
         Example:
-            >>> with AutoGenStateStore() as store:  # doctest: +SKIP
-            ...     [(s.kind, s.name, s.versions) for s in store.list_states("conv-1")]
+            >>> with AutoGenStateStore() as store:
+            ...     for count in (1, 2):
+            ...         _ = store.save("conv-st", "agent", "counter/default", {"count": count})
+            ...     [(s.kind, s.name, s.versions) for s in store.list_states("conv-st")]
             [('agent', 'counter/default', 2)]
         """
         return self._core.run(self._list_states(scope))
@@ -548,9 +551,9 @@ def _owner(kind: str, name: str) -> str:
 def _checked_keep(keep: int | None, default: int | None) -> int:
     chosen = default if keep is None else keep
     if chosen is None:
-        raise InvalidIdentifierError(
+        raise InvalidArgumentError(
             "prune() needs keep= when the store keeps every version (keep_versions=None)"
         )
     if isinstance(chosen, bool) or not isinstance(chosen, int) or chosen < 0:
-        raise InvalidIdentifierError(f"keep must be a non-negative int, got {chosen!r}")
+        raise InvalidArgumentError(f"keep must be a non-negative int, got {chosen!r}")
     return chosen

@@ -48,9 +48,10 @@ from typing import Any, Final, cast
 from agent_framework import WorkflowCheckpoint, WorkflowCheckpointException
 from agent_framework._workflows import _checkpoint_encoding as _maf_encoding
 
-from foundry_checkpoint.errors import CorruptPayloadError
+from foundry_checkpoint.errors import CorruptPayloadError, InvalidArgumentError
 
 __all__ = [
+    "AllowedTypeEntryError",
     "CheckpointDecodeError",
     "CheckpointRefusedError",
     "check_value",
@@ -75,10 +76,30 @@ def _admitted(allowed: frozenset[str]) -> frozenset[str]:
     return allowed | frozenset(_maf_encoding._REGISTERED_CHECKPOINT_TYPE_KEYS)
 
 
+class AllowedTypeEntryError(InvalidArgumentError, TypeError):
+    """An ``allowed_checkpoint_types`` entry that is neither a class nor a string.
+
+    An :class:`~foundry_checkpoint.errors.InvalidArgumentError`, and still a ``TypeError`` (what
+    this case raised before), so either ``except`` keeps catching it.
+
+    Example:
+        >>> issubclass(AllowedTypeEntryError, TypeError)
+        True
+    """
+
+
 def type_keys(types: Iterable[type | str] | None) -> frozenset[str]:
     """The ``"module:qualname"`` keys of ``types`` (classes or such strings).
 
-    Raises ``TypeError`` for anything else and ``ValueError`` for a string without ``:``.
+    Raises:
+        InvalidArgumentError: a string entry is not ``"module:qualname"`` (also a
+            ``ValueError``).
+        AllowedTypeEntryError: an entry is neither a class nor a string (an
+            ``InvalidArgumentError`` that is also a ``TypeError``).
+
+    Example:
+        >>> sorted(type_keys([int, "my_app.models:MyState"]))
+        ['builtins:int', 'my_app.models:MyState']
     """
     if types is None:
         return frozenset()
@@ -91,13 +112,13 @@ def type_keys(types: Iterable[type | str] | None) -> frozenset[str]:
         elif isinstance(item, str):
             module, sep, qualname = item.partition(":")
             if not sep or not module or not qualname:
-                raise ValueError(
+                raise InvalidArgumentError(
                     f"allowed_checkpoint_types entry {item!r} must be 'module:qualname', "
                     "for example 'my_app.models:MyState', or the class itself"
                 )
             keys.add(item)
         else:
-            raise TypeError(
+            raise AllowedTypeEntryError(
                 "allowed_checkpoint_types entries must be classes or 'module:qualname' strings, "
                 f"got {type(item).__name__}: {item!r}"
             )
@@ -390,16 +411,16 @@ def _check_calls(raw: bytes, unpickler: _SafeUnpickler) -> None:
 def _unpickle(envelope: dict[str, Any], allowed: frozenset[str]) -> Any:
     data, expected = envelope[_PICKLE_MARKER], envelope[_TYPE_MARKER]
     if not isinstance(data, str) or not isinstance(expected, str):
-        raise ValueError("a pickle envelope holds non-string fields")
+        raise CorruptPayloadError("a pickle envelope holds non-string fields")
     try:
         raw = base64.b64decode(data.encode("ascii"), validate=True)
     except (UnicodeEncodeError, binascii.Error) as exc:
-        raise ValueError(f"a pickle envelope is not base64: {exc}") from exc
+        raise CorruptPayloadError(f"a pickle envelope is not base64: {exc}") from exc
     unpickler = _SafeUnpickler(raw, allowed)
     _check_calls(raw, unpickler)
     value = unpickler.load()
     if _key_of(type(value)) != expected:
-        raise ValueError(
+        raise CorruptPayloadError(
             f"a pickle envelope records type {expected!r} but holds {_key_of(type(value))!r}"
         )
     return value
@@ -407,7 +428,7 @@ def _unpickle(envelope: dict[str, Any], allowed: frozenset[str]) -> Any:
 
 def _decode_value(value: Any, allowed: frozenset[str], depth: int = 0) -> Any:
     if depth > _MAX_DEPTH:
-        raise ValueError(f"values are nested more than {_MAX_DEPTH} levels deep")
+        raise CorruptPayloadError(f"values are nested more than {_MAX_DEPTH} levels deep")
     if isinstance(value, dict):
         if _PICKLE_MARKER in value and _TYPE_MARKER in value:
             return _unpickle(value, allowed)

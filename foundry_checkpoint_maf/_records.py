@@ -46,6 +46,8 @@ __all__ = [
     "TAG_WF",
     "TS_WIDTH",
     "StoredCheckpoint",
+    "checked_checkpoint_id",
+    "checked_workflow_name",
     "checkpoint_key",
     "checkpoint_tags",
     "id_from",
@@ -93,6 +95,41 @@ class StoredCheckpoint:
     timestamp: str | None
     size: int | None = None
     spilled: bool | None = None
+
+
+def checked_checkpoint_id(checkpoint_id: object) -> str:
+    """``checkpoint_id`` when it is a non-empty string.
+
+    Raises:
+        WorkflowCheckpointException: it is not (MAF's contract for every storage call).
+
+    Example:
+        >>> checked_checkpoint_id("cp-1")
+        'cp-1'
+    """
+    if not isinstance(checkpoint_id, str) or not checkpoint_id:
+        raise WorkflowCheckpointException(
+            f"checkpoint_id must be a non-empty string, got {type(checkpoint_id).__name__}: "
+            f"{checkpoint_id!r}"
+        )
+    return checkpoint_id
+
+
+def checked_workflow_name(workflow_name: object) -> str:
+    """``workflow_name`` when it is a string (empty included).
+
+    Raises:
+        WorkflowCheckpointException: it is not (MAF's contract for every storage call).
+
+    Example:
+        >>> checked_workflow_name("")
+        ''
+    """
+    if not isinstance(workflow_name, str):
+        raise WorkflowCheckpointException(
+            f"workflow_name must be a string, got {type(workflow_name).__name__}: {workflow_name!r}"
+        )
+    return workflow_name
 
 
 def checkpoint_key(checkpoint_id: str) -> str:

@@ -24,23 +24,17 @@ with the history.
 from __future__ import annotations
 
 import logging
-from collections.abc import Coroutine, Iterable
-from typing import TYPE_CHECKING, Any, TypeVar
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any
 
 from agent_framework import CheckpointID, WorkflowCheckpoint, WorkflowCheckpointException
 
-from foundry_checkpoint._core import (
-    DEFAULT_GC_GRACE_SECONDS,
-    CheckpointCore,
-    GcReport,
-    LocalBackend,
-)
-from foundry_checkpoint._lifecycle import CoreOwner
+from foundry_checkpoint._core import CheckpointCore, LocalBackend
 from foundry_checkpoint._store._limits import DEFAULT_ITEM_TTL_SECONDS
 from foundry_checkpoint._store._naming import check_identifier
-from foundry_checkpoint.errors import InvalidArgumentError
 
-from ._items import ContextItems, referenced
+from ._items import ContextItems
+from ._maintenance import Maintenance
 from ._payload import (
     CheckpointRefusedError,
     decode_payload,
@@ -48,7 +42,12 @@ from ._payload import (
     payload_hash,
     type_keys,
 )
-from ._records import StoredCheckpoint, checkpoint_tags, kind_filter, oldest_first, stored
+from ._records import (
+    StoredCheckpoint,
+    checked_checkpoint_id,
+    checked_workflow_name,
+    checkpoint_tags,
+)
 
 if TYPE_CHECKING:
     from azure.ai.agentserver.core import FoundryAgentRequestContext
@@ -59,25 +58,6 @@ if TYPE_CHECKING:
 __all__ = ["FoundryCheckpointStorage", "StoredCheckpoint"]
 
 logger = logging.getLogger("foundry_checkpoint_maf")
-
-T = TypeVar("T")
-
-
-def _checked_checkpoint_id(checkpoint_id: object) -> str:
-    if not isinstance(checkpoint_id, str) or not checkpoint_id:
-        raise WorkflowCheckpointException(
-            f"checkpoint_id must be a non-empty string, got {type(checkpoint_id).__name__}: "
-            f"{checkpoint_id!r}"
-        )
-    return checkpoint_id
-
-
-def _checked_workflow_name(workflow_name: object) -> str:
-    if not isinstance(workflow_name, str):
-        raise WorkflowCheckpointException(
-            f"workflow_name must be a string, got {type(workflow_name).__name__}: {workflow_name!r}"
-        )
-    return workflow_name
 
 
 def _prepared(
@@ -99,22 +79,14 @@ def _prepared(
             f"Refusing to save checkpoint {checkpoint_id!r} of workflow "
             f"{checkpoint.workflow_name!r}: it could not be restored. {exc} Nothing was stored."
         ) from exc
-    workflow_name = _checked_workflow_name(checkpoint.workflow_name)
+    workflow_name = checked_workflow_name(checkpoint.workflow_name)
     tags, extra = checkpoint_tags(
         checkpoint_id, workflow_name, checkpoint.timestamp, checkpoint.previous_checkpoint_id
     )
     return payload, tags, extra
 
 
-async def _bound(context: FoundryAgentRequestContext, coro: Coroutine[Any, Any, T]) -> T:
-    """Run ``coro`` with ``context`` as the request context (task-local: nothing leaks)."""
-    from azure.ai.agentserver.core import set_request_context
-
-    set_request_context(context)
-    return await coro
-
-
-class FoundryCheckpointStorage(CoreOwner):
+class FoundryCheckpointStorage(Maintenance):
     """Microsoft Agent Framework checkpoint storage on Foundry's durable state store.
 
     Pass it to ``WorkflowBuilder(checkpoint_storage=...)``: the workflow checkpoints every
@@ -148,7 +120,13 @@ class FoundryCheckpointStorage(CoreOwner):
     error log line, a checkpoint that could not be restored under the allowed types (MAF's
     runner only logs save failures as warnings); nothing is stored then.
 
+    Raises:
+        InvalidIdentifierError: ``context_id``, ``store_prefix`` or ``user_id`` cannot be used.
+        InvalidArgumentError: ``item_ttl_seconds``, ``local_backend`` or an
+            ``allowed_checkpoint_types`` entry is out of range (also a ``ValueError``).
+
     Example:
+        >>> import asyncio
         >>> from agent_framework import WorkflowCheckpoint
         >>> async def demo() -> str:
         ...     async with FoundryCheckpointStorage(context_id="conv-42") as storage:
@@ -156,7 +134,7 @@ class FoundryCheckpointStorage(CoreOwner):
         ...         await storage.save(cp)
         ...         latest = await storage.get_latest(workflow_name="triage")
         ...         return "same" if latest and latest.checkpoint_id == cp.checkpoint_id else "?"
-        >>> asyncio.run(demo())  # doctest: +SKIP
+        >>> asyncio.run(demo())
         'same'
     """
 
@@ -228,12 +206,17 @@ class FoundryCheckpointStorage(CoreOwner):
         them open; close this one when done).
 
         Example:
-            >>> async def demo() -> list[str]:
+            >>> import asyncio
+            >>> from agent_framework import WorkflowCheckpoint
+            >>> async def demo() -> bool:
             ...     async with FoundryCheckpointStorage() as storage:
-            ...         other = storage.for_context("conv-42")
-            ...         return [c.checkpoint_id for c in await other.list_stored()]
-            >>> asyncio.run(demo())  # doctest: +SKIP
-            ['3f2a…']
+            ...         other = storage.for_context("conv-fc")
+            ...         cp = WorkflowCheckpoint(workflow_name="w", graph_signature_hash="h")
+            ...         await other.save(cp)
+            ...         listed = [c.checkpoint_id for c in await other.list_stored()]
+            ...         return listed == [cp.checkpoint_id] and other.context_id == "conv-fc"
+            >>> asyncio.run(demo())
+            True
         """
         return type(self)._on_core(
             self._core,
@@ -274,7 +257,7 @@ class FoundryCheckpointStorage(CoreOwner):
             raise WorkflowCheckpointException(
                 f"save() takes a WorkflowCheckpoint, got {type(checkpoint).__name__}"
             )
-        checkpoint_id = _checked_checkpoint_id(checkpoint.checkpoint_id)
+        checkpoint_id = checked_checkpoint_id(checkpoint.checkpoint_id)
         try:
             payload, tags, extra = _prepared(checkpoint, checkpoint_id, self._allowed)
             await self._run(self._items.write(checkpoint_id, payload, tags, extra))
@@ -307,7 +290,7 @@ class FoundryCheckpointStorage(CoreOwner):
         sorted keys: the same value Foundry hosting's own store computes, and stable across
         processes and Python versions because it hashes what was stored, not a re-encoding.
         """
-        checkpoint_id = _checked_checkpoint_id(checkpoint_id)
+        checkpoint_id = checked_checkpoint_id(checkpoint_id)
         payload = await self._run(self._items.read(checkpoint_id))
         checkpoint = decode_payload(payload, allowed=self._allowed, checkpoint_id=checkpoint_id)
         return checkpoint, payload_hash(payload)
@@ -323,7 +306,7 @@ class FoundryCheckpointStorage(CoreOwner):
         :class:`~foundry_checkpoint_maf._payload.CheckpointRefusedError` (a
         ``WorkflowCheckpointException``), since that is a sign of tampering.
         """
-        workflow_name = _checked_workflow_name(workflow_name)
+        workflow_name = checked_workflow_name(workflow_name)
         return await self._decodable(workflow_name, "list_checkpoints")
 
     async def _decodable(self, workflow_name: str, caller: str) -> list[WorkflowCheckpoint]:
@@ -349,7 +332,7 @@ class FoundryCheckpointStorage(CoreOwner):
 
     async def delete(self, checkpoint_id: CheckpointID) -> bool:
         """Delete checkpoint ``checkpoint_id`` (and its spilled blob); False when absent."""
-        checkpoint_id = _checked_checkpoint_id(checkpoint_id)
+        checkpoint_id = checked_checkpoint_id(checkpoint_id)
         return await self._run(self._items.delete(checkpoint_id))
 
     async def get_latest(self, *, workflow_name: str) -> WorkflowCheckpoint | None:
@@ -368,7 +351,7 @@ class FoundryCheckpointStorage(CoreOwner):
         decodes is returned (in :meth:`list_checkpoints` order), as MAF's
         ``FileCheckpointStorage`` does; None when none decodes.
         """
-        workflow_name = _checked_workflow_name(workflow_name)
+        workflow_name = checked_workflow_name(workflow_name)
         try:
             found = await self._run(self._items.read_latest(workflow_name))
         except WorkflowCheckpointException as exc:
@@ -390,117 +373,6 @@ class FoundryCheckpointStorage(CoreOwner):
         ``allowed_checkpoint_types`` is left out (and logged), as in MAF's
         ``FileCheckpointStorage``, so every id listed loads. This reads every checkpoint.
         """
-        workflow_name = _checked_workflow_name(workflow_name)
+        workflow_name = checked_workflow_name(workflow_name)
         checkpoints = await self._decodable(workflow_name, "list_checkpoint_ids")
         return [checkpoint.checkpoint_id for checkpoint in checkpoints]
-
-    # -- inspection and maintenance (beyond MAF's protocol) ----------------------------------
-    async def list_contexts(self) -> list[str | None]:
-        """Every context this user has checkpoints in under the prefix (None: the default
-        store), from the context index: no checkpoint is read.
-
-        Example:
-            >>> async def demo() -> list[str | None]:
-            ...     async with FoundryCheckpointStorage() as storage:
-            ...         return await storage.list_contexts()
-            >>> asyncio.run(demo())  # doctest: +SKIP
-            ['conv-42']
-        """
-        ids = await self._run(self._core.scope_ids())
-        named = sorted(i for i in ids if i is not None)
-        return [None, *named] if None in ids else list(named)
-
-    async def list_stored(self, *, workflow_name: str | None = None) -> list[StoredCheckpoint]:
-        """This context's checkpoints (of ``workflow_name``; default: every workflow), oldest
-        first per the order :meth:`get_latest` uses, from the key listing alone: nothing is
-        read or decoded, so it is cheap and lists checkpoints that would not decode too.
-
-        Example:
-            >>> async def demo() -> list[str]:
-            ...     async with FoundryCheckpointStorage(context_id="conv-42") as storage:
-            ...         return [c.checkpoint_id for c in await storage.list_stored()]
-            >>> asyncio.run(demo())  # doctest: +SKIP
-            ['3f2a…', '9c1d…']
-        """
-        tags = kind_filter(None if workflow_name is None else _checked_workflow_name(workflow_name))
-        keys = await self._run(self._items.keys(tags))
-        return [stored(key) for key in oldest_first(keys)]
-
-    async def inspect(self, checkpoint_id: CheckpointID) -> StoredCheckpoint:
-        """:meth:`list_stored`'s record of one checkpoint with its ``size`` and ``spilled``
-        filled in: the item is read, not decoded. Raises ``WorkflowCheckpointException``
-        when the checkpoint does not exist.
-
-        Example:
-            >>> async def demo(cid: str) -> bool | None:
-            ...     async with FoundryCheckpointStorage(context_id="conv-42") as storage:
-            ...         return (await storage.inspect(cid)).spilled
-            >>> asyncio.run(demo("3f2a"))  # doctest: +SKIP
-            False
-        """
-        checkpoint_id = _checked_checkpoint_id(checkpoint_id)
-        return await self._run(self._items.inspect(checkpoint_id))
-
-    async def delete_context(self) -> int:
-        """Delete every checkpoint of this context (and its spilled blobs); returns how many
-        checkpoints there were (counted from the key listing).
-
-        Example:
-            >>> async def demo() -> int:
-            ...     async with FoundryCheckpointStorage(context_id="conv-42") as storage:
-            ...         return await storage.delete_context()
-            >>> asyncio.run(demo())  # doctest: +SKIP
-            4
-        """
-        return await self._run(self._items.delete_context())
-
-    async def prune(self, *, keep: int = 1, workflow_name: str | None = None) -> int:
-        """Delete all but the newest ``keep`` checkpoints of each workflow of this context (or
-        of ``workflow_name`` only), newest as :meth:`get_latest` decides; returns how many were
-        deleted. Which to keep is decided from keys and tags, without reading a checkpoint.
-
-        Example:
-            >>> async def demo() -> int:
-            ...     async with FoundryCheckpointStorage(context_id="conv-42") as storage:
-            ...         return await storage.prune(keep=2)
-            >>> asyncio.run(demo())  # doctest: +SKIP
-            3
-        """
-        if isinstance(keep, bool) or not isinstance(keep, int) or keep < 1:
-            raise InvalidArgumentError(
-                f"keep must be a positive number of checkpoints, got {keep!r}"
-            )
-        stored = await self.list_stored(workflow_name=workflow_name)
-        by_workflow: dict[str, list[StoredCheckpoint]] = {}
-        for record in stored:
-            by_workflow.setdefault(record.workflow_name, []).append(record)
-        deleted = 0
-        for records in by_workflow.values():
-            for record in records[: max(0, len(records) - keep)]:
-                deleted += await self._run(self._items.delete(record.checkpoint_id))
-        return deleted
-
-    async def gc(
-        self, *, grace_seconds: float = DEFAULT_GC_GRACE_SECONDS, dry_run: bool = False
-    ) -> GcReport:
-        """Delete this user's spilled checkpoint blobs (every context under the prefix) that no
-        checkpoint references any more, once older than ``grace_seconds`` (a save in flight
-        uploads its blob first). ``delete`` removes a checkpoint's blob at once; this finds
-        what expired items or crashed writers left behind.
-
-        Example:
-            >>> async def demo() -> int:
-            ...     async with FoundryCheckpointStorage() as storage:
-            ...         return len((await storage.gc(dry_run=True)).deleted)
-            >>> asyncio.run(demo())  # doctest: +SKIP
-            0
-        """
-        return await self._run(
-            self._core.gc(referenced, grace_seconds=grace_seconds, dry_run=dry_run)
-        )
-
-    # -- helpers on the caller's side -------------------------------------------------------
-    async def _run(self, coro: Coroutine[Any, Any, T]) -> T:
-        if self._request_context is not None:
-            coro = _bound(self._request_context, coro)
-        return await self._core.arun(coro)

@@ -33,6 +33,7 @@ from typing import Annotated
 
 import typer
 
+from ..errors import InvalidArgumentError
 from . import _autogen, _common, _langgraph, _maf
 from ._common import JsonFlag, LocalBackendChoice, OneLineErrors, Options, configure_output
 
@@ -187,7 +188,7 @@ def ui(
     opts = _common.options(ctx, json_out)
     try:
         _ui.check_host(host, allow_remote=allow_remote)
-    except ValueError as exc:
+    except InvalidArgumentError as exc:
         raise typer.BadParameter(str(exc), param_hint="--host") from exc
 
     def announce(url: str) -> None:

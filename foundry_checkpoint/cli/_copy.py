@@ -32,7 +32,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from ..errors import FoundryCheckpointError
+from ..errors import FoundryCheckpointError, InvalidArgumentError
 
 if TYPE_CHECKING:
     from langchain_core.runnables import RunnableConfig
@@ -51,8 +51,16 @@ __all__ = [
 _SCHEMES = ("sqlite", "postgres", "foundry")
 
 
-class CopyError(FoundryCheckpointError):
-    """A saver URI cannot be opened (bad form, missing file, missing package)."""
+class CopyError(InvalidArgumentError):
+    """A ``--from`` or ``--to`` saver URI cannot be used: bad form, missing file, missing package.
+
+    An :class:`~foundry_checkpoint.errors.InvalidArgumentError` (and so a ``ValueError``):
+    raised before anything is copied.
+
+    Example:
+        >>> issubclass(CopyError, ValueError)
+        True
+    """
 
 
 @dataclass(frozen=True)
@@ -73,7 +81,10 @@ class CheckpointRef:
 
 
 def parse_uri(uri: str) -> SaverUri:
-    """Split ``scheme:target``; raise :class:`ValueError` for an unknown scheme or empty target.
+    """Split ``scheme:target``.
+
+    Raises:
+        CopyError: an unknown scheme, or an empty target (an ``InvalidArgumentError``).
 
     Example:
         >>> parse_uri("postgres:postgresql://u@db/app").target
@@ -81,11 +92,11 @@ def parse_uri(uri: str) -> SaverUri:
     """
     scheme, _, target = uri.partition(":")
     if scheme not in _SCHEMES:
-        raise ValueError(
+        raise CopyError(
             f"unknown saver URI {uri!r}: use sqlite:PATH, postgres:DSN, foundry or foundry:PREFIX"
         )
     if scheme != "foundry" and not target:
-        raise ValueError(f"saver URI {uri!r} needs a target after '{scheme}:'")
+        raise CopyError(f"saver URI {uri!r} needs a target after '{scheme}:'")
     return SaverUri(scheme, target)
 
 
@@ -101,6 +112,9 @@ def open_saver(
     A SQLite source must exist (a missing file would silently be an empty database); a SQLite or
     Postgres destination gets its tables created (``setup()``). ``foundry`` builds the
     Foundry saver from the prefix (None: the CLI's default).
+
+    Raises:
+        CopyError: a SQLite source that does not exist, or the saver's package is missing.
     """
     if uri.scheme == "foundry":
         saver = foundry(uri.target or None)
@@ -178,7 +192,9 @@ def copy_checkpoint(
 ) -> int:
     """Copy one checkpoint and its pending writes; returns the number of writes copied.
 
-    Raises :class:`CopyError` when the source no longer has the checkpoint.
+    Raises:
+        FoundryCheckpointError: the source no longer has the checkpoint (it changed during the
+            copy).
     """
     wanted: RunnableConfig = {
         "configurable": {
@@ -189,7 +205,7 @@ def copy_checkpoint(
     }
     found = source.get_tuple(wanted)
     if found is None:
-        raise CopyError(
+        raise FoundryCheckpointError(
             f"checkpoint {ref.checkpoint_id!r} of thread {ref.thread_id!r} vanished from the "
             "source during the copy"
         )

@@ -375,7 +375,7 @@ def copy(
     try:
         src_uri = _copy.parse_uri(source)
         dst_uri = _copy.parse_uri(destination)
-    except ValueError as exc:
+    except _copy.CopyError as exc:
         raise typer.BadParameter(mask_secrets(str(exc))) from exc
     if src_uri == dst_uri or (
         src_uri.scheme == dst_uri.scheme == "foundry"

@@ -25,7 +25,7 @@ from collections.abc import Awaitable, Callable
 
 from aiohttp import web
 
-from ..errors import CorruptPayloadError
+from ..errors import CorruptPayloadError, InvalidArgumentError
 from . import _html, _ui_pages, _ui_threads
 from ._common import Options
 from ._html import esc, seg
@@ -39,18 +39,26 @@ Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 def check_host(host: str, *, allow_remote: bool) -> None:
     """Refuse a host that is not a loopback address unless ``allow_remote``.
 
+    Args:
+        host: the address (or ``localhost``) the explorer is to listen on.
+        allow_remote: serve on an address that is not loopback anyway.
+
+    Raises:
+        InvalidArgumentError: ``host`` is not loopback and ``allow_remote`` is false (also a
+            ``ValueError``).
+
     Example:
         >>> check_host("127.0.0.1", allow_remote=False)
         >>> check_host("0.0.0.0", allow_remote=False)  # doctest: +ELLIPSIS
         Traceback (most recent call last):
-        ValueError: refusing to serve on '0.0.0.0': not a loopback address ...
+        foundry_checkpoint.errors.InvalidArgumentError: refusing to serve on '0.0.0.0': ...
     """
     try:
         loopback = ipaddress.ip_address(host).is_loopback
     except ValueError:
         loopback = host == "localhost"
     if not loopback and not allow_remote:
-        raise ValueError(
+        raise InvalidArgumentError(
             f"refusing to serve on {host!r}: not a loopback address (state is user data); "
             "pass --allow-remote to serve it there anyway"
         )

@@ -17,6 +17,8 @@ import threading
 from collections.abc import Sequence
 from types import FrameType
 
+from foundry_checkpoint.errors import InvalidArgumentError
+
 from ._server import FoundryEmulator
 
 
@@ -58,7 +60,7 @@ def _bindings(pairs: Sequence[str]) -> list[tuple[str, str]]:
     for pair in pairs:
         call_id, sep, user = pair.partition("=")
         if not sep or not call_id or not user:
-            raise ValueError(f"--bind takes CALL_ID=USER; got {pair!r}")
+            raise InvalidArgumentError(f"--bind takes CALL_ID=USER; got {pair!r}")
         bindings.append((call_id, user))
     return bindings
 

@@ -46,6 +46,7 @@ from azure.ai.agentserver.core.storage import (
 
 from foundry_checkpoint._store._engine import UNSET, StateEngine, Unset
 from foundry_checkpoint._store._limits import DEFAULT_ITEM_TTL_SECONDS, MAX_PAGE
+from foundry_checkpoint.errors import InvalidArgumentError
 
 from ._faults import Fault, FaultPlan
 from ._identity import CallerRejected, CallTable, resolve_caller
@@ -142,7 +143,7 @@ def _decode_segment(segment: str, param: str) -> str:
 
 
 def _reject_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not valid JSON")
+    raise InvalidArgumentError(f"{name} is not valid JSON")
 
 
 def _parse_body(raw: bytes) -> dict[str, Any]:

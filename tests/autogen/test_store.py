@@ -191,10 +191,10 @@ async def test_users_with_the_same_scope_names_are_isolated(make_store: MakeStor
 
 
 def test_bad_options_and_names_are_refused(store_env: Any, store: AutoGenStateStore) -> None:
-    from foundry_checkpoint.errors import InvalidIdentifierError
+    from foundry_checkpoint.errors import InvalidArgumentError, InvalidIdentifierError
 
     for bad in (0, -1, True, 2.5):
-        with pytest.raises(InvalidIdentifierError, match="keep_versions"):
+        with pytest.raises(InvalidArgumentError, match="keep_versions"):
             AutoGenStateStore(keep_versions=bad, **store_env.kwargs())
     with pytest.raises(InvalidIdentifierError, match="name"):
         store.save("conv", "agent", "", {})
@@ -202,7 +202,7 @@ def test_bad_options_and_names_are_refused(store_env: Any, store: AutoGenStateSt
         store.load("conv", "", AGENT)
     with pytest.raises(InvalidIdentifierError, match="scope"):
         store.versions("", "agent", AGENT)
-    with pytest.raises(InvalidIdentifierError, match="keep"):
+    with pytest.raises(InvalidArgumentError, match="keep"):
         AutoGenStateStore(keep_versions=None, **store_env.kwargs()).prune("c", "agent", AGENT)
     assert store.versions("conv", "agent", AGENT) == []
 

@@ -14,7 +14,7 @@ from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 from langgraph.graph import END, START, StateGraph
 from typing_extensions import TypedDict
 
-from foundry_checkpoint import FoundryCheckpointer, InvalidIdentifierError
+from foundry_checkpoint import FoundryCheckpointer, InvalidArgumentError, InvalidIdentifierError
 from tests.langgraph._util import cfg
 
 SECRET = "top-secret-marker-7f3a"
@@ -101,7 +101,7 @@ def test_store_prefix_and_ttl_options(
     assert name.endswith("/t/ttl")
     name, ttl = never._core.run(descriptor(never))
     assert (name, ttl) == ("lg-never/t/ttl", -1)
-    with pytest.raises(InvalidIdentifierError, match="item_ttl_seconds"):
+    with pytest.raises(InvalidArgumentError, match="item_ttl_seconds"):
         FoundryCheckpointer(**store_env.kwargs(item_ttl_seconds=0))
 
 

@@ -24,6 +24,8 @@ from typing_extensions import TypedDict
 from foundry_checkpoint import (
     CorruptPayloadError,
     FoundryCheckpointer,
+    FoundryCheckpointError,
+    InvalidArgumentError,
     InvalidIdentifierError,
     LocalSpill,
     MissingBlobError,
@@ -36,8 +38,8 @@ from foundry_checkpoint._langgraph._records import (
     writes_key,
 )
 from foundry_checkpoint_maf import FoundryCheckpointStorage
-from foundry_checkpoint_maf._payload import encode_payload
-from foundry_checkpoint_maf._records import checkpoint_tags
+from foundry_checkpoint_maf._payload import _decode_value, encode_payload
+from foundry_checkpoint_maf._records import checkpoint_tags, pick_latest
 
 from ._worker import big_value
 
@@ -307,6 +309,134 @@ def test_bad_options_are_refused_at_construction(case: str, tmp_path: Path) -> N
     with pytest.raises(InvalidIdentifierError):
         FoundryCheckpointStorage("c", **_CONSTRUCTION_CASES[case])
     assert not any(tmp_path.iterdir())  # nothing was created
+
+
+def _autogen_prune(keep: int) -> object:
+    from foundry_checkpoint_autogen import AutoGenStateStore
+
+    with AutoGenStateStore() as store:
+        return store.prune("scope", "agent", "a", keep=keep)
+
+
+def _autogen_store(**options: Any) -> object:
+    from foundry_checkpoint_autogen import AutoGenStateStore
+
+    return AutoGenStateStore(**options)
+
+
+def _copy_uri(uri: str) -> object:
+    from foundry_checkpoint.cli._copy import parse_uri
+
+    return parse_uri(uri)
+
+
+def _copy_missing_source(tmp_path: Path) -> object:
+    from foundry_checkpoint.cli._copy import SaverUri, open_saver
+
+    def no_foundry(prefix: str | None) -> Any:
+        raise AssertionError("not a foundry URI")
+
+    missing = SaverUri("sqlite", str(tmp_path / "missing.db"))
+    with open_saver(missing, role="source", foundry=no_foundry):
+        return None
+
+
+def _explorer_host(host: str) -> object:
+    from foundry_checkpoint.cli._ui import check_host
+
+    check_host(host, allow_remote=False)
+    return None
+
+
+def _emulator_bind(pair: str) -> object:
+    from foundry_checkpoint.emulator.__main__ import _bindings
+
+    return _bindings([pair])
+
+
+_NESTED: Any = []
+for _ in range(300):
+    _NESTED = [_NESTED]
+
+# Every public call's bad input: the call, and every type its error must be (the first one is
+# what ``pytest.raises`` waits for). Each error is a FoundryCheckpointError; an
+# InvalidArgumentError is also a ValueError, so code catching ValueError keeps working.
+_ARGUMENT_CASES: dict[str, tuple[Callable[[Path], object], tuple[type[BaseException], ...]]] = {
+    "LangGraph item_ttl_seconds 0": (
+        lambda _: FoundryCheckpointer(item_ttl_seconds=0),
+        (InvalidArgumentError,),
+    ),
+    "MAF item_ttl_seconds too large": (
+        lambda _: FoundryCheckpointStorage("c", item_ttl_seconds=2**31),
+        (InvalidArgumentError,),
+    ),
+    "local_backend unknown": (
+        lambda _: FoundryCheckpointer(local_backend="postgres"),  # type: ignore[arg-type]
+        (InvalidArgumentError,),
+    ),
+    "AutoGen keep_versions 0": (
+        lambda _: _autogen_store(keep_versions=0),
+        (InvalidArgumentError,),
+    ),
+    "AutoGen prune keep -1": (lambda _: _autogen_prune(-1), (InvalidArgumentError,)),
+    "allowed_checkpoint_types string without ':'": (
+        lambda _: FoundryCheckpointStorage("c", allowed_checkpoint_types=["nocolon"]),
+        (InvalidArgumentError,),
+    ),
+    "allowed_checkpoint_types entry neither class nor string": (
+        lambda _: FoundryCheckpointStorage("c", allowed_checkpoint_types=[3.5]),  # type: ignore[list-item]
+        (InvalidArgumentError, TypeError),
+    ),
+    "copy URI with an unknown scheme": (lambda _: _copy_uri("mysql:db"), (InvalidArgumentError,)),
+    "copy URI without a target": (lambda _: _copy_uri("sqlite:"), (InvalidArgumentError,)),
+    "copy from a SQLite file that does not exist": (
+        _copy_missing_source,
+        (InvalidArgumentError,),
+    ),
+    "explorer on a non-loopback host": (
+        lambda _: _explorer_host("0.0.0.0"),
+        (InvalidArgumentError,),
+    ),
+    "emulator --bind without '='": (lambda _: _emulator_bind("call-1"), (InvalidArgumentError,)),
+    "MAF latest of no candidates": (lambda _: pick_latest([]), (InvalidArgumentError,)),
+    "MAF pickle envelope that is not base64": (
+        lambda _: _decode_value({"__pickled__": "!!", "__type__": "builtins:int"}, frozenset()),
+        (CorruptPayloadError,),
+    ),
+    "MAF pickle envelope with non-string fields": (
+        lambda _: _decode_value({"__pickled__": 1, "__type__": 2}, frozenset()),
+        (CorruptPayloadError,),
+    ),
+    "MAF values nested too deep": (
+        lambda _: _decode_value(_NESTED, frozenset()),
+        (CorruptPayloadError,),
+    ),
+}
+
+
+@pytest.mark.parametrize("case", list(_ARGUMENT_CASES))
+def test_bad_arguments_raise_typed_errors(
+    case: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("AGENTSERVER_STATE_ROOT", str(tmp_path / "state"))
+    monkeypatch.delenv("FOUNDRY_HOSTING_ENVIRONMENT", raising=False)
+    monkeypatch.setenv("AZURE_AI_AGENTSERVER_DISABLE_EXPERIMENTAL_WARNING", "true")
+    call, types = _ARGUMENT_CASES[case]
+    with pytest.raises(types[0]) as caught:
+        call(tmp_path)
+    assert isinstance(caught.value, FoundryCheckpointError)
+    for expected in types:
+        assert isinstance(caught.value, expected), expected
+    if isinstance(caught.value, InvalidArgumentError):
+        assert isinstance(caught.value, ValueError)
+    assert str(caught.value)
+
+
+@pytest.mark.parametrize("option", [{"item_ttl_seconds": 0}, {"local_backend": "nope"}])
+def test_option_values_are_arguments_not_identifiers(option: dict[str, Any]) -> None:
+    with pytest.raises(InvalidArgumentError) as caught:
+        FoundryCheckpointer(**option)
+    assert not isinstance(caught.value, InvalidIdentifierError)
 
 
 def test_an_ordinary_user_id_with_inner_spaces_is_fine(store_env: Any) -> None:

@@ -10,7 +10,11 @@ import pytest
 from azure.ai.agentserver.core.storage import FoundryStateStore
 
 from foundry_checkpoint._core import CheckpointCore
-from foundry_checkpoint.errors import InvalidIdentifierError, IsolationRefusedError
+from foundry_checkpoint.errors import (
+    InvalidArgumentError,
+    InvalidIdentifierError,
+    IsolationRefusedError,
+)
 from tests.conftest import StoreEnv
 
 
@@ -102,9 +106,9 @@ def test_users_are_isolated_in_one_scope(store_env: StoreEnv) -> None:
 def test_bad_options_raise_typed_errors(store_env: StoreEnv) -> None:
     with pytest.raises(InvalidIdentifierError):
         _core(store_env, store_prefix="bad prefix")
-    with pytest.raises(InvalidIdentifierError):
+    with pytest.raises(InvalidArgumentError):
         _core(store_env, item_ttl_seconds=0)
-    with pytest.raises(InvalidIdentifierError):
+    with pytest.raises(InvalidArgumentError):
         _core(store_env, local_backend="postgres")
     core = _core(store_env)
     with pytest.raises(InvalidIdentifierError):
