@@ -8,7 +8,9 @@ local mode many times more per write). Two forms exist, both with format ``"v": 
 * **reference** to a spilled blob: ``{"v": 1, "c": "raw" | "z", "s": <sha256>, "n": <size>}``.
 
 ``c`` is the codec: ``"z"`` (zlib, level 6) is used only when it makes the payload smaller,
-otherwise ``"raw"``. Integrity is checked on every read:
+otherwise ``"raw"``; the embedded local store asks for ``"raw"`` whenever the payload fits an
+item that way (its bytes travel nowhere, so the zlib pass would be pure cost). Integrity is
+checked on every read:
 
 * ``"raw"`` inline values carry ``"k"``, the CRC-32 of the payload as 8 lowercase hex digits;
 * ``"z"`` inline values rely on the zlib stream's own Adler-32 checksum and structure (a
@@ -163,6 +165,7 @@ async def encode(
     spill: SpillStore | None,
     namespace: NamespaceSource | None,
     where: str,
+    compress: bool = True,
 ) -> dict[str, Any]:
     """Encode ``payload`` as the value of item ``key``, spilling it when it does not fit.
 
@@ -170,7 +173,10 @@ async def encode(
     :data:`INLINE_BUDGET`. Otherwise stores the (compressed when smaller) bytes in ``spill``
     under ``namespace`` first and returns a reference. The payload is compressed once, the blob
     is hashed once (by ``spill.put``, which returns the digest), and ``namespace``, when it is a
-    coroutine function, is called only when the value spills.
+    coroutine function, is called only when the value spills. With ``compress=False`` an inline
+    value is written ``"raw"`` (CRC-32 checked, no zlib pass) whenever the raw form fits the
+    budget, for stores where the bytes travel nowhere; a payload that fits only compressed is
+    encoded as usual. Every version reads both forms.
 
     Args:
         payload: The bytes to encode.
@@ -180,6 +186,7 @@ async def encode(
         spill: Where a value that does not fit goes, or None.
         namespace: The spill namespace, or a coroutine function giving it, or None.
         where: What the item is, for error messages.
+        compress: Whether to try zlib on a payload that fits inline raw.
 
     Returns:
         The item value: inline, or a reference to the stored blob.
@@ -197,9 +204,18 @@ async def encode(
         ...                            where="checkpoint 1"))
         >>> value["c"], value["id"]
         ('z', 'thread-1')
+        >>> asyncio.run(encode(b"x" * 10_000, key="k", tags=None, extra=None, spill=None,
+        ...                    namespace=None, where="checkpoint 1", compress=False))["c"]
+        'raw'
     """
     payload = bytes(payload)
     fields = _check_extra(extra)
+    if not compress:
+        raw = {**_inline_value(_RAW, payload, ""), **fields}
+        if _request_size(key, raw, tags) + _b64_len(len(payload)) <= INLINE_BUDGET:
+            text = await offload(len(payload), lambda: base64.b64encode(payload).decode("ascii"))
+            raw["d"] = text
+            return raw
     codec, stored = await offload(len(payload), lambda: _pack(payload))
 
     skeleton = {**_inline_value(codec, payload, ""), **fields}

@@ -232,6 +232,7 @@ class Scope:
             spill=self.core.spill,
             namespace=self._spill_namespace,
             where=self.where(key),
+            compress=self.core.kind != "local-sqlite",
         )
 
     async def _spill_namespace(self) -> str:

@@ -265,6 +265,79 @@ async def test_inline_exactly_when_the_sdk_body_fits(
     assert _request_bytes(key, value, tags) <= INLINE_BUDGET
 
 
+@pytest.mark.parametrize(
+    ("size", "kind", "codec"),
+    [
+        (0, "text", "raw"),
+        (10_000, "text", "raw"),  # compressible, but fits raw: no zlib pass
+        (700_000, "random", "raw"),
+        (900_000, "text", "z"),  # fits only compressed: compressed as usual
+    ],
+)
+async def test_uncompressed_inline_form(size: int, kind: str, codec: str) -> None:
+    payload = _text(size) if kind == "text" else _random(size)
+    value = await encode(
+        payload,
+        key=KEY,
+        tags={"kind": "c"},
+        extra={"id": "t"},
+        spill=None,
+        namespace=None,
+        where="x",
+        compress=False,
+    )
+    assert "d" in value and value["c"] == codec and value["id"] == "t"
+    if codec == "raw":
+        # The form every version writes for an incompressible payload, so every version reads it.
+        assert value == {
+            "v": FORMAT,
+            "c": "raw",
+            "d": base64.b64encode(payload).decode("ascii"),
+            "k": f"{zlib.crc32(payload):08x}",
+            "id": "t",
+        }
+    assert _request_bytes(KEY, value, {"kind": "c"}) <= INLINE_BUDGET
+    assert await decode(value, spill=None, namespace=None, where="x") == payload
+
+
+async def test_uncompressed_raw_value_is_checked() -> None:
+    value = await encode(
+        _text(5000),
+        key=KEY,
+        tags=None,
+        extra=None,
+        spill=None,
+        namespace=None,
+        where="x",
+        compress=False,
+    )
+    data = bytearray(base64.b64decode(value["d"]))
+    data[100] ^= 1
+    with pytest.raises(CorruptPayloadError, match="CRC-32 mismatch"):
+        await decode(
+            {**value, "d": base64.b64encode(bytes(data)).decode()},
+            spill=None,
+            namespace=None,
+            where="x",
+        )
+
+
+async def test_uncompressed_too_large_still_spills(spill: RecordingSpill) -> None:
+    payload = _random(2 * MB)
+    value = await encode(
+        payload,
+        key=KEY,
+        tags=None,
+        extra=None,
+        spill=spill,
+        namespace=NS,
+        where="x",
+        compress=False,
+    )
+    assert "s" in value and len(spill.puts) == 1
+    assert await decode(value, spill=spill, namespace=NS, where="x") == payload
+
+
 # -- spilling: ordering, failures, dedupe ------------------------------------------------------
 
 

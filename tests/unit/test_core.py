@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import os
 from concurrent.futures import ThreadPoolExecutor
+from typing import Any
 
 import pytest
 from azure.ai.agentserver.core.storage import FoundryStateStore
@@ -226,3 +227,19 @@ def test_sdk_backend_in_hosted_mode_is_refused(monkeypatch: pytest.MonkeyPatch) 
     for make in (FoundryCheckpointer, lambda **kw: FoundryCheckpointStorage("c", **kw)):
         with pytest.raises(FoundryCheckpointError, match="only available when it is unset"):
             make(local_backend="sdk")
+
+
+def test_the_embedded_store_keeps_small_values_uncompressed(store_env: StoreEnv) -> None:
+    """Local SQLite skips the zlib pass for values that fit raw; hosted mode compresses."""
+    core = _core(store_env)
+    payload = b"checkpoint state, very compressible. " * 300
+
+    async def encode() -> dict[str, Any]:
+        scope = await core.scope("t1")
+        return dict(await scope.encode("k", payload))
+
+    try:
+        value = core.run(encode())
+        assert value["c"] == ("z" if store_env.mode == "hosted" else "raw")
+    finally:
+        core.close()
