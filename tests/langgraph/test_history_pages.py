@@ -9,6 +9,7 @@ from collections import Counter
 from collections.abc import Callable
 from typing import Any
 
+import pytest
 from langgraph.checkpoint.base import Checkpoint, empty_checkpoint
 from langgraph.checkpoint.base.id import uuid6
 
@@ -153,3 +154,27 @@ async def test_copy_into_a_thread_with_checkpoints(
     # prune keeps the same latest.
     await saver.aprune([target])
     assert [cid for cid, _, _ in await _listed(saver, target)] == [max(newer)]
+
+
+@pytest.mark.slow
+async def test_history_page_calls_are_the_same_at_ten_and_ten_thousand(
+    store_env: Any, make_saver: Callable[..., FoundryCheckpointer]
+) -> None:
+    if store_env.mode == "hosted":
+        pytest.skip("10,000 checkpoints through the emulator take minutes; 1,000 are above")
+    saver = make_saver()
+    sizes = (10, 10_000)
+    threads = {n: f"pages-{n}-{uuid.uuid4().hex[:6]}" for n in sizes}
+    ids: dict[int, list[str]] = {n: [] for n in sizes}
+    for n in sizes:
+        ids[n] += await _write(saver, threads[n], range(10, n), writes=False)
+    await asyncio.sleep(1.1)  # the ten newest in a second of their own, as a live thread has
+    for n in sizes:
+        for i in range(10):
+            ids[n] += await _write(saver, threads[n], range(n + i, n + i + 1))
+    cold = make_saver()
+    counts = {}
+    for n in sizes:
+        listed, counts[n] = await _counted(store_env, cold, threads[n], limit=10)
+        assert [cid for cid, _, _ in listed] == sorted(ids[n], reverse=True)[:10]
+    assert counts[10] == counts[10_000] == Counter({"list_keys": 2, "get_item": 20})
