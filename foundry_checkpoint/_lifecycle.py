@@ -43,7 +43,8 @@ class CoreOwner:
 
         Example:
             >>> from foundry_checkpoint import FoundryCheckpointer
-            >>> FoundryCheckpointer().location.endswith("state.sqlite3")  # doctest: +SKIP
+            >>> with FoundryCheckpointer() as saver:
+            ...     saver.location.endswith("state.sqlite3")
             True
         """
         return self._core.location

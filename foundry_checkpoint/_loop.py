@@ -25,6 +25,9 @@ class LoopThread:
     ``close()`` is idempotent and safe before first use; a closed ``LoopThread`` starts again
     on next use.
 
+    Args:
+        name: The name of the background thread (it shows in thread dumps).
+
     Example:
         >>> async def answer() -> int:
         ...     return 42
@@ -73,15 +76,40 @@ class LoopThread:
         return asyncio.run_coroutine_threadsafe(coro, loop)
 
     def run(self, coro: Coroutine[Any, Any, T]) -> T:
-        """Run ``coro`` on the background loop and block until it finishes."""
+        """Run a coroutine on the background loop and block until it finishes.
+
+        Args:
+            coro: The coroutine; it runs on the background loop, never on the caller's.
+
+        Returns:
+            What the coroutine returned.
+
+        Raises:
+            RuntimeError: called from the background loop itself (it would deadlock); any
+                exception of the coroutine propagates unchanged.
+        """
         return self._submit(coro).result()
 
     async def arun(self, coro: Coroutine[Any, Any, T]) -> T:
-        """Run ``coro`` on the background loop and await it from the caller's loop."""
+        """Run a coroutine on the background loop and await it from the caller's loop.
+
+        Args:
+            coro: The coroutine; it runs on the background loop, never on the caller's.
+
+        Returns:
+            What the coroutine returned.
+        """
         return await asyncio.wrap_future(self._submit(coro))
 
     def close(self, cleanup: Callable[[], Awaitable[None]] | None = None) -> None:
-        """Run ``cleanup`` on the loop (if it is running), then stop and join it."""
+        """Stop the background loop and join its thread (nothing to do when not running).
+
+        Args:
+            cleanup: Awaited on the loop before it stops, when the loop is running.
+
+        Raises:
+            RuntimeError: called from the background loop itself.
+        """
         with self._guard:
             loop, thread = self._loop, self._thread
             self._loop = self._thread = None

@@ -67,8 +67,10 @@ class UnsafeValueError(CorruptPayloadError):
 class StrictSerializer(JsonPlusSerializer):
     """``JsonPlusSerializer`` with an explicit msgpack allow-list that raises on anything else.
 
-    ``allowed`` adds ``(module, name)`` pairs or classes to LangGraph's safe set. Writing is
-    unchanged, so checkpoints stay readable by any LangGraph saver.
+    Writing is unchanged, so checkpoints stay readable by any LangGraph saver.
+
+    Args:
+        allowed: ``(module, name)`` pairs or classes admitted beyond LangGraph's safe set.
 
     Example:
         >>> from datetime import date
@@ -89,7 +91,18 @@ class StrictSerializer(JsonPlusSerializer):
         return frozenset(extra) if isinstance(extra, (set, frozenset)) else frozenset()
 
     def loads_typed(self, data: tuple[str, bytes]) -> Any:
-        """Like ``JsonPlusSerializer.loads_typed``; every msgpack extension is checked first."""
+        """Decode like ``JsonPlusSerializer.loads_typed``, checking every msgpack extension first.
+
+        Args:
+            data: The ``(type, bytes)`` pair ``dumps_typed`` made.
+
+        Returns:
+            The decoded value.
+
+        Raises:
+            UnsafeValueError: (a ``CorruptPayloadError``) an extension names a type outside the
+                allow-list; nothing of it was constructed.
+        """
         type_, raw = data
         if type_ != "msgpack":
             return super().loads_typed(data)

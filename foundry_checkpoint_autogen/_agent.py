@@ -161,7 +161,15 @@ class DurableAgent(BaseAgent):
             self._durable_saved = max(self._durable_saved, covered)
 
     async def on_message_impl(self, message: Any, ctx: MessageContext) -> Any:
-        """Restore on the first message, run the handler, save if it returned normally."""
+        """Restore on the first message, run the handler, save if it returned normally.
+
+        Args:
+            message: The message AutoGen routes to this agent.
+            ctx: Its message context.
+
+        Returns:
+            What the agent's handler returned.
+        """
         await self._durable_restore()
         result = await super().on_message_impl(message, ctx)  # type: ignore[safe-super]
         await self._durable_save()
@@ -193,6 +201,21 @@ def durable_factory(
     first messages. The wrapper only attaches the store; the state is restored lazily on the
     agent's first message. Works with ``SingleThreadedAgentRuntime`` and
     ``GrpcWorkerAgentRuntime`` alike.
+
+    Args:
+        factory: A class or synchronous function that makes a :class:`DurableAgent`.
+        store: Where the agents' states are saved.
+        scope: The scope (a conversation) of every state the agents save; None for the
+            default scope.
+
+    Returns:
+        A factory to pass to ``register`` or ``register_factory``.
+
+    Raises:
+        TypeError: ``factory`` is a coroutine function, ``store`` is not an
+            ``AutoGenStateStore``, or (when called) the factory makes an awaitable or an
+            agent that is not a ``DurableAgent``.
+        InvalidIdentifierError: ``scope`` is not a usable identifier.
 
     Example:
         >>> from autogen_core import RoutedAgent

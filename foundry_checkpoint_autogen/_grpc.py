@@ -43,6 +43,11 @@ class DurableGrpcWorkerAgentRuntime(GrpcWorkerAgentRuntime):
     nothing; ``start()`` after ``stop()`` raises :class:`RuntimeError` (a stopped worker cannot
     be reused: create a new one); ``async with`` starts and stops.
 
+    Args:
+        host_address: The ``host:port`` of the gRPC host (``GrpcWorkerAgentRuntimeHost``).
+        **kwargs: Passed to ``GrpcWorkerAgentRuntime`` (``tracer_provider``,
+            ``payload_serialization_format``, ``extra_grpc_config``).
+
     Example:
         >>> import asyncio
         >>> async def lifecycle() -> str:
@@ -71,7 +76,11 @@ class DurableGrpcWorkerAgentRuntime(GrpcWorkerAgentRuntime):
 
     # -- lifecycle ---------------------------------------------------------------------------
     async def start(self) -> None:
-        """Connect to the host; a no-op when running; refused once stopped."""
+        """Connect to the host; a no-op when running.
+
+        Raises:
+            RuntimeError: the worker was stopped (a stopped worker cannot be reused).
+        """
         if self._phase == "running":
             return
         if self._phase == "stopped":
@@ -110,7 +119,16 @@ class DurableGrpcWorkerAgentRuntime(GrpcWorkerAgentRuntime):
         *,
         expected_class: type[T] | None = None,
     ) -> AgentType:
-        """Register ``agent_factory`` as in the base class; its agents are recorded as hosted."""
+        """Register an agent factory as the base class does; its agents are recorded as hosted.
+
+        Args:
+            type: The agent type the factory makes.
+            agent_factory: Makes one agent (synchronously or as an awaitable).
+            expected_class: The class the agents must be, checked by the base class.
+
+        Returns:
+            The registered agent type.
+        """
         name = type if isinstance(type, str) else type.type
         registered = await super().register_factory(
             type, self._recording(agent_factory), expected_class=expected_class
@@ -119,7 +137,15 @@ class DurableGrpcWorkerAgentRuntime(GrpcWorkerAgentRuntime):
         return registered
 
     async def register_agent_instance(self, agent_instance: Agent, agent_id: AgentId) -> AgentId:
-        """Register an instance as in the base class; it is recorded as hosted."""
+        """Register an agent instance as the base class does; it is recorded as hosted.
+
+        Args:
+            agent_instance: The agent.
+            agent_id: Its id.
+
+        Returns:
+            ``agent_id``.
+        """
         registered = await super().register_agent_instance(agent_instance, agent_id)
         self._local_types.add(agent_id.type)
         self._hosted[agent_id] = agent_instance
@@ -156,15 +182,23 @@ class DurableGrpcWorkerAgentRuntime(GrpcWorkerAgentRuntime):
         return await self.try_get_underlying_agent_instance(agent_id)
 
     async def save_state(self) -> Mapping[str, Any]:
-        """``{str(AgentId): state}`` of every agent this worker has created or registered."""
+        """Save the state of every agent this worker has created or registered.
+
+        Returns:
+            ``{str(AgentId): state}``, the format of ``SingleThreadedAgentRuntime``.
+        """
         return {
             str(aid): dict(await agent.save_state()) for aid, agent in list(self._hosted.items())
         }
 
     async def load_state(self, state: Mapping[str, Any]) -> None:
-        """Load ``{str(AgentId): state}``; every agent must be of a type this worker hosts.
+        """Load the states of agents of the types this worker hosts.
 
-        Raises :class:`LookupError` naming the agents hosted elsewhere before loading any.
+        Args:
+            state: ``{str(AgentId): state}``, as :meth:`save_state` returns it.
+
+        Raises:
+            LookupError: some agents are of types hosted elsewhere (named); nothing was loaded.
         """
         ids = {key: AgentId.from_str(key) for key in state}
         foreign = sorted(key for key, aid in ids.items() if aid.type not in self._local_types)
@@ -178,13 +212,41 @@ class DurableGrpcWorkerAgentRuntime(GrpcWorkerAgentRuntime):
             await (await self._agent(aid)).load_state(state[key])
 
     async def agent_save_state(self, agent: AgentId) -> Mapping[str, Any]:
-        """The state of ``agent`` (created if needed); :class:`LookupError` if hosted elsewhere."""
+        """Save one hosted agent's state (the agent is created if needed).
+
+        Args:
+            agent: The agent's id.
+
+        Returns:
+            The agent's ``save_state()``.
+
+        Raises:
+            LookupError: the agent's type is hosted by another worker.
+        """
         return await (await self._agent(agent)).save_state()
 
     async def agent_load_state(self, agent: AgentId, state: Mapping[str, Any]) -> None:
-        """Load ``state`` into ``agent``; :class:`LookupError` if hosted elsewhere."""
+        """Load a state into one hosted agent (the agent is created if needed).
+
+        Args:
+            agent: The agent's id.
+            state: What its ``save_state()`` returned.
+
+        Raises:
+            LookupError: the agent's type is hosted by another worker.
+        """
         await (await self._agent(agent)).load_state(state)
 
     async def agent_metadata(self, agent: AgentId) -> AgentMetadata:
-        """The metadata of ``agent``; :class:`LookupError` if hosted elsewhere."""
+        """Describe one hosted agent.
+
+        Args:
+            agent: The agent's id.
+
+        Returns:
+            Its metadata (type, key, description).
+
+        Raises:
+            LookupError: the agent's type is hosted by another worker.
+        """
         return (await self._agent(agent)).metadata

@@ -37,8 +37,19 @@ async def save_runtime(
 
     Works for ``SingleThreadedAgentRuntime`` and
     :class:`~foundry_checkpoint_autogen.DurableGrpcWorkerAgentRuntime`; the stock
-    ``GrpcWorkerAgentRuntime`` cannot report its agents' state, which raises :class:`TypeError`
-    saying which runtime to use. Returns the version id.
+    ``GrpcWorkerAgentRuntime`` cannot report its agents' state.
+
+    Args:
+        runtime: The runtime whose agents' states are saved.
+        store: Where the state is saved.
+        scope: The scope (a conversation); None for the default scope.
+        name: The name the runtime's state is kept under.
+
+    Returns:
+        The id of the new version.
+
+    Raises:
+        TypeError: the runtime cannot save its state (the message says which runtime to use).
 
     Example:
         >>> import asyncio
@@ -71,8 +82,17 @@ async def load_runtime(
 
     Agents of types ``runtime`` does not have registered are skipped with a
     :class:`RuntimeWarning` that names them (AutoGen's own ``load_state`` skips them silently).
-    Subscriptions and in-flight messages are not part of any AutoGen runtime's state. Returns
-    False when nothing was saved.
+    Subscriptions and in-flight messages are not part of any AutoGen runtime's state.
+
+    Args:
+        runtime: The runtime to load into; register the agent types first.
+        store: Where the state was saved.
+        scope: The scope (a conversation); None for the default scope.
+        name: The name the runtime's state is kept under.
+        version: The version to load; None for the latest.
+
+    Returns:
+        True when a state was loaded, False when nothing was saved.
 
     Example:
         >>> import asyncio
@@ -166,6 +186,16 @@ async def running(runtime: R) -> AsyncIterator[R]:
     ``SingleThreadedAgentRuntime`` finishes its queued messages first (``stop_when_idle``)
     unless the block raised. A stopped gRPC worker is refused with a clear error instead of
     hanging on its next message.
+
+    Args:
+        runtime: A ``SingleThreadedAgentRuntime`` or a gRPC worker runtime.
+
+    Yields:
+        ``runtime``, running.
+
+    Raises:
+        TypeError: a runtime of another kind.
+        RuntimeError: a gRPC worker that was stopped (it cannot be restarted).
 
     Example:
         >>> import asyncio

@@ -37,10 +37,19 @@ def _team_name(team: Team, name: str | None) -> str:
 async def save_team(
     team: Team, store: AutoGenStateStore, conversation_id: str, *, name: str | None = None
 ) -> str:
-    """Save ``team.save_state()`` as a new version; returns the version id.
+    """Save ``team.save_state()`` as a new version of ``(conversation_id, "team", name)``.
 
     ``name`` defaults to the team's name (``RoundRobinGroupChat(..., name=...)``, else its
     class name): teams of one conversation need distinct names.
+
+    Args:
+        team: The team (``RoundRobinGroupChat``, ``SelectorGroupChat``, ...).
+        store: Where the state is saved.
+        conversation_id: The scope the state is kept in.
+        name: The name the team's state is kept under; the team's own name by default.
+
+    Returns:
+        The id of the new version.
 
     Example:
         >>> import asyncio
@@ -73,7 +82,17 @@ async def load_team(
     name: str | None = None,
     version: str | None = None,
 ) -> bool:
-    """Load the saved state (latest, or ``version``) into ``team``; False if none was saved.
+    """Load a saved state into ``team``.
+
+    Args:
+        team: The team to load into (built as the saved one was).
+        store: Where the state was saved.
+        conversation_id: The scope the state is kept in.
+        name: The name the team's state is kept under; the team's own name by default.
+        version: The version to load; None for the latest.
+
+    Returns:
+        True when a state was loaded, False when none was saved.
 
     Example:
         >>> import asyncio
@@ -100,6 +119,16 @@ class TeamSession:
     ``(conversation_id, "team", name)`` into ``team`` (once per session); each run that
     completes saves the team's state as a new version. A run that raises, or a stream the
     caller stops reading early, saves nothing.
+
+    Args:
+        team: The team of the conversation.
+        store: Where its state is kept.
+        conversation_id: The scope the state is kept in.
+        name: The name the team's state is kept under; the team's own name by default.
+
+    Raises:
+        TypeError: ``store`` is not an ``AutoGenStateStore``.
+        InvalidIdentifierError: ``conversation_id`` is not a usable identifier.
 
     Example:
         >>> import asyncio
@@ -155,7 +184,11 @@ class TeamSession:
         return self._last_version
 
     async def resume(self) -> bool:
-        """Load the latest saved state now, if not yet loaded; True if a state was found."""
+        """Load the latest saved state now, if this session has not loaded it yet.
+
+        Returns:
+            True when a state was found and loaded, False otherwise (or when already loaded).
+        """
         if self._loaded:
             return False
         if self._lock is None:
@@ -168,14 +201,26 @@ class TeamSession:
             return found
 
     async def save(self) -> str:
-        """Save the team's current state as a new version; returns its id."""
+        """Save the team's current state as a new version.
+
+        Returns:
+            The id of the new version (also :attr:`last_version`).
+        """
         self._last_version = await save_team(
             self._team, self._store, self._conversation_id, name=self._name
         )
         return self._last_version
 
     async def run(self, *, task: Task = None, **kwargs: Any) -> TaskResult:
-        """``team.run(task=..., **kwargs)`` after resuming; saves when it completes."""
+        """Run ``team.run(task=..., **kwargs)`` after resuming; save when it completes.
+
+        Args:
+            task: The task, as for ``team.run``.
+            **kwargs: Passed to ``team.run`` (``cancellation_token``, ...).
+
+        Returns:
+            The team's ``TaskResult``.
+        """
         await self.resume()
         result = await self._team.run(task=task, **kwargs)
         await self.save()
@@ -184,7 +229,15 @@ class TeamSession:
     async def run_stream(
         self, *, task: Task = None, **kwargs: Any
     ) -> AsyncGenerator[BaseAgentEvent | BaseChatMessage | TaskResult, None]:
-        """``team.run_stream(task=..., **kwargs)`` after resuming; saves when it completes."""
+        """Stream ``team.run_stream(task=..., **kwargs)`` after resuming; save when it completes.
+
+        Args:
+            task: The task, as for ``team.run_stream``.
+            **kwargs: Passed to ``team.run_stream``.
+
+        Yields:
+            The team's events and messages, then its ``TaskResult``.
+        """
         await self.resume()
         async for item in self._team.run_stream(task=task, **kwargs):
             yield item

@@ -48,7 +48,18 @@ async def _accepting(port: int, timeout: float) -> None:
 
 @asynccontextmanager
 async def loopback_host(*, grace: int = 0, timeout: float = 10.0) -> AsyncIterator[str]:
-    """Run a ``GrpcWorkerAgentRuntimeHost`` on a free 127.0.0.1 port; yields its address.
+    """Run a ``GrpcWorkerAgentRuntimeHost`` on a free 127.0.0.1 port for the block.
+
+    Args:
+        grace: Seconds the host's ``stop`` grants running calls at the end.
+        timeout: Seconds to wait for the host to accept connections.
+
+    Yields:
+        The host's ``127.0.0.1:<port>`` address, once it accepts connections.
+
+    Raises:
+        RuntimeError: no free port could be bound after a few attempts.
+        OSError: the host did not accept connections within ``timeout``.
 
     Example:
         >>> async def demo() -> bool:

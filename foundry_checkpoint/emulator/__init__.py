@@ -8,11 +8,11 @@ insertion order, seeded fault injection (status codes, ``Retry-After``, dropped 
 delays) and request counts.
 
 Example:
-    >>> import os
+    >>> import asyncio, os
     >>> from azure.ai.agentserver.core.storage import FoundryStateStore
     >>> from foundry_checkpoint.emulator import FoundryEmulator
-    >>> async def demo() -> None:  # doctest: +SKIP
-    ...     os.environ["FOUNDRY_HOSTING_ENVIRONMENT"] = "1"
+    >>> os.environ["FOUNDRY_HOSTING_ENVIRONMENT"] = "1"  # hosted mode, as on the platform
+    >>> async def demo() -> int:
     ...     async with FoundryEmulator() as emu:
     ...         emu.inject("put_item", status=429, retry_after=0)
     ...         async with await FoundryStateStore.get_or_create(
@@ -20,7 +20,9 @@ Example:
     ...             connection_verify=emu.ca_file,
     ...         ) as store:
     ...             await store.set_item("k", {"v": 1})      # retried once by azure-core
-    ...         assert emu.requests["put_item"] == 2
+    ...         return emu.requests["put_item"]
+    >>> asyncio.run(demo())
+    2
 
 From a shell: ``python -m foundry_checkpoint.emulator --port 8443 --data state.sqlite``.
 """

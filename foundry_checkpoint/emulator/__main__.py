@@ -68,9 +68,13 @@ def _bindings(pairs: Sequence[str]) -> list[tuple[str, str]]:
 def main(argv: Sequence[str] | None = None) -> int:
     """Start the emulator, print its endpoint and CA file, serve until SIGINT/SIGTERM.
 
-    Returns the process exit status: 0 after a signal-requested stop, 2 when the emulator
-    cannot start (a non-loopback host, a port in use, an unusable data file, a malformed
-    ``--bind CALL_ID=USER``).
+    Args:
+        argv: The command-line arguments; ``sys.argv[1:]`` when None.
+
+    Returns:
+        The process exit status: 0 after a signal-requested stop, 2 when the emulator cannot
+        start (a non-loopback host, a port in use, an unusable data file, a malformed
+        ``--bind CALL_ID=USER``).
     """
     args = _parse_args(argv)
     stop = threading.Event()

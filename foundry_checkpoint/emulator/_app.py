@@ -196,6 +196,10 @@ class StorageApp:
 
     It runs on the emulator's own event loop; its counters and fault plan may be read and changed
     from any thread.
+
+    Args:
+        faults: The fault rules consulted before each storage call is served.
+        calls: The call ids resolved to users; a new, empty table when None.
     """
 
     def __init__(self, faults: FaultPlan, calls: CallTable | None = None) -> None:
@@ -280,8 +284,12 @@ class StorageApp:
     def web_app(self, identity: ManagedIdentityEndpoint | None = None) -> web.Application:
         """Build the aiohttp application that serves every path through this handler.
 
-        With ``identity``, ``GET /msi/token`` is its managed-identity token endpoint (not a
-        storage call: neither counted nor faulted).
+        Args:
+            identity: When given, ``GET /msi/token`` is its managed-identity token endpoint (not
+                a storage call: neither counted nor faulted).
+
+        Returns:
+            The application, for one serving loop.
         """
         self._body_reads = asyncio.Semaphore(_CONCURRENT_BODY_READS)  # one per serving loop
         app = web.Application(client_max_size=CLIENT_MAX_BODY_BYTES)

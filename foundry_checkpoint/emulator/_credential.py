@@ -27,7 +27,13 @@ _TOKEN_LIFETIME_SECONDS = 3600
 
 
 def token_for_user(user: str) -> str:
-    """Return the bearer token the emulator maps back to ``user``.
+    """Make the bearer token the emulator maps back to ``user``.
+
+    Args:
+        user: The user name the token stands for.
+
+    Returns:
+        The token text (its prefix, then the user name in base64url).
 
     Example:
         >>> user_for_token(token_for_user("alice"))
@@ -38,10 +44,14 @@ def token_for_user(user: str) -> str:
 
 
 def user_for_token(token: str) -> str:
-    """Return the partition user for a bearer token.
+    """Find the partition user for a bearer token.
 
-    Tokens minted by :func:`token_for_user` give back their user name; any other token gives a
-    stable name derived from a digest of the token.
+    Args:
+        token: A bearer token, from :func:`token_for_user` or anywhere else.
+
+    Returns:
+        The user name for tokens minted by :func:`token_for_user`; for any other token, a
+        stable name derived from a digest of the token.
 
     Example:
         >>> user_for_token("some-opaque-token").startswith("token-")
@@ -64,6 +74,12 @@ class EmulatorCredential(AsyncTokenCredential):
     Pass it as ``credential=`` to ``FoundryStateStore`` when talking to a
     :class:`~foundry_checkpoint.emulator.FoundryEmulator`; items written to a store with
     ``user_isolation=True`` land in that user's partition.
+
+    Args:
+        user: The user name the credential's tokens stand for.
+
+    Raises:
+        InvalidArgumentError: (a ``ValueError``) ``user`` is empty.
 
     Example:
         >>> import asyncio
@@ -94,7 +110,18 @@ class EmulatorCredential(AsyncTokenCredential):
         enable_cae: bool = False,
         **kwargs: Any,
     ) -> AccessToken:
-        """Return a token valid for an hour; scopes and options are accepted and ignored."""
+        """Get a token valid for an hour.
+
+        Args:
+            *scopes: Accepted and ignored.
+            claims: Accepted and ignored.
+            tenant_id: Accepted and ignored.
+            enable_cae: Accepted and ignored.
+            **kwargs: Accepted and ignored.
+
+        Returns:
+            A token the emulator maps back to :attr:`user`.
+        """
         return AccessToken(self._token, int(time.time()) + _TOKEN_LIFETIME_SECONDS)
 
     async def close(self) -> None:

@@ -35,12 +35,22 @@ CALL_TYPES: Final[tuple[str, ...]] = (
 class Fault:
     """One fault rule.
 
-    ``route`` is a call type from :data:`CALL_TYPES` or ``"*"`` for every call. A matching request
-    waits ``delay`` seconds and then either loses its connection (``drop=True``), gets an error
-    response with ``status`` (and a ``Retry-After`` header only when ``retry_after`` is not
-    None), or, with ``status=None`` and ``drop=False``, goes on to be served normally (a pure
-    delay). The rule applies to ``times`` matching requests (None: every one), each with
-    ``probability``.
+    A matching request waits ``delay`` seconds and then either loses its connection
+    (``drop=True``), gets an error response with ``status`` (and a ``Retry-After`` header only
+    when ``retry_after`` is not None), or, with ``status=None`` and ``drop=False``, goes on to be
+    served normally (a pure delay).
+
+    Args:
+        route: A call type from :data:`CALL_TYPES`, or ``"*"`` for every call.
+        status: An HTTP error status (400-599), or None for a pure delay or a drop.
+        retry_after: Seconds for the ``Retry-After`` header; None sends no header.
+        drop: Close the connection without a response.
+        delay: Seconds to wait before the fault is served.
+        times: How many matching requests the rule applies to; None for every one.
+        probability: The chance, in (0, 1], that a matching request is faulted.
+
+    Raises:
+        InvalidArgumentError: (a ``ValueError``) an unknown route or an out-of-range value.
 
     Example:
         >>> Fault("put_item", status=429, retry_after=0.0, times=2).times
@@ -73,7 +83,12 @@ class Fault:
             raise InvalidArgumentError("probability must be in (0, 1]")
 
     def retry_after_header(self) -> str | None:
-        """The ``Retry-After`` header value, or None when none is sent."""
+        """Spell :attr:`retry_after` as an HTTP header value.
+
+        Returns:
+            The ``Retry-After`` header value (whole seconds without a fraction), or None when
+            no header is sent.
+        """
         if self.retry_after is None:
             return None
         if float(self.retry_after).is_integer():
@@ -93,6 +108,9 @@ class FaultPlan:
     Rules are tried in the order they were added; the first one that matches the call type, has
     uses left and wins its probability draw is served.
 
+    Args:
+        seed: Seeds the draws of rules whose ``probability`` is below 1.
+
     Example:
         >>> plan = FaultPlan(seed=0)
         >>> _ = plan.add(Fault("get_item", status=500))
@@ -106,7 +124,14 @@ class FaultPlan:
         self._armed: list[_Armed] = []
 
     def add(self, fault: Fault) -> Fault:
-        """Arm ``fault`` and return it."""
+        """Arm a fault rule after the ones already armed.
+
+        Args:
+            fault: The rule.
+
+        Returns:
+            ``fault`` itself.
+        """
         with self._lock:
             self._armed.append(_Armed(fault, fault.times))
         return fault
@@ -117,12 +142,23 @@ class FaultPlan:
             self._armed.clear()
 
     def pending(self) -> list[tuple[Fault, int | None]]:
-        """The armed rules with their remaining uses (None: unlimited)."""
+        """List the armed rules.
+
+        Returns:
+            Each armed rule with its remaining uses (None: unlimited), in the order tried.
+        """
         with self._lock:
             return [(armed.fault, armed.remaining) for armed in self._armed]
 
     def take(self, call_type: str) -> Fault | None:
-        """Return the rule to apply to one request of ``call_type`` (using it up), or None."""
+        """Pick the rule for one request, using up one of its uses.
+
+        Args:
+            call_type: The request's call type (one of :data:`CALL_TYPES`).
+
+        Returns:
+            The first armed rule that matches and wins its draw, or None.
+        """
         with self._lock:
             for armed in self._armed:
                 fault = armed.fault

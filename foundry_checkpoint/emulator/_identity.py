@@ -51,7 +51,13 @@ UNKNOWN_CALL_CODE: Final = "caller_context_not_found"
 
 
 class CallerRejected(Exception):
-    """The request names no caller the emulator can resolve; answer ``status`` with ``code``."""
+    """The request names no caller the emulator can resolve.
+
+    Args:
+        status: The HTTP status to answer (401 or 403).
+        code: The error code of the answer's body.
+        message: The error message of the answer's body.
+    """
 
     def __init__(self, status: int, code: str, message: str) -> None:
         super().__init__(message)
@@ -82,6 +88,10 @@ class CallTable:
         Binding a call id again to the same user does nothing; to another user it raises, since
         the platform never reuses a call id for someone else.
 
+        Args:
+            call_id: The value of the ``x-agent-foundry-call-id`` header.
+            user: The user whose partition such requests read and write.
+
         Raises:
             InvalidArgumentError: (a ``ValueError``) an empty or non-string ``call_id`` or
                 ``user``, or ``call_id`` is already bound to another user.
@@ -99,7 +109,13 @@ class CallTable:
             )
 
     def mint(self, user: str) -> str:
-        """Return a fresh call id bound to ``user``.
+        """Mint a fresh call id bound to ``user``.
+
+        Args:
+            user: The user the call id resolves to.
+
+        Returns:
+            The new call id.
 
         Raises:
             InvalidArgumentError: (a ``ValueError``) ``user`` is empty or not a string.
@@ -109,16 +125,30 @@ class CallTable:
         return call_id
 
     def user_for(self, call_id: str) -> str | None:
-        """The user ``call_id`` is bound to, or None."""
+        """Look up the user a call id is bound to.
+
+        Args:
+            call_id: The call id.
+
+        Returns:
+            The bound user, or None.
+        """
         with self._lock:
             return self._users.get(call_id)
 
 
 def resolve_caller(headers: Mapping[str, str], calls: CallTable) -> str:
-    """Return the user whose partition a request with ``headers`` reads and writes.
+    """Find the user whose partition a request reads and writes.
 
     The rule (module docstring): bearer token required; then the call id's bound user (unknown
     call id: 403), else the delegated ``x-ms-user-id``, else the token's user.
+
+    Args:
+        headers: The request's headers.
+        calls: The call ids bound to users.
+
+    Returns:
+        The user name.
 
     Raises:
         CallerRejected: 401 without a bearer token, 403 for a call id nobody bound.

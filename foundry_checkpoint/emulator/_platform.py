@@ -64,7 +64,14 @@ class ManagedIdentityEndpoint:
         self.secret = secrets.token_hex(16)
 
     async def handle(self, request: web.Request) -> web.Response:
-        """Serve one token request."""
+        """Serve one token request.
+
+        Args:
+            request: A ``GET`` with the ``X-IDENTITY-HEADER`` secret and a ``resource``.
+
+        Returns:
+            The token as JSON, 401 without the secret, or 400 without a resource.
+        """
         presented = request.headers.get("X-IDENTITY-HEADER", "")
         if not hmac.compare_digest(presented.encode(), self.secret.encode()):
             return web.json_response(
@@ -89,7 +96,17 @@ class ManagedIdentityEndpoint:
 def agent_environment(
     *, endpoint: str, identity_endpoint: str, identity_secret: str, ca_file: str, session_id: str
 ) -> dict[str, str]:
-    """The environment of a hosted agent's process that talks to the emulator.
+    """Compose the environment of a hosted agent's process that talks to the emulator.
+
+    Args:
+        endpoint: The project endpoint (``FOUNDRY_PROJECT_ENDPOINT``).
+        identity_endpoint: The managed-identity token URL (``IDENTITY_ENDPOINT``).
+        identity_secret: The secret the token endpoint requires (``IDENTITY_HEADER``).
+        ca_file: The CA certificate the process must trust (``SSL_CERT_FILE``).
+        session_id: The platform session id (``FOUNDRY_AGENT_SESSION_ID``).
+
+    Returns:
+        The variables, by name, with the hosts' usage telemetry turned off.
 
     Example:
         >>> env = agent_environment(

@@ -65,19 +65,24 @@ class FoundryEmulator:
         clock: Time source of the engine (TTL, ``created_at``); defaults to ``time.time``.
         project: Project name in :attr:`endpoint`.
 
+    Raises:
+        InvalidArgumentError: (a ``ValueError``) a host that is not a loopback address.
+
     Example:
-        >>> import os
+        >>> import asyncio, os
         >>> from azure.ai.agentserver.core.storage import FoundryStateStore
-        >>> async def demo() -> None:  # doctest: +SKIP
-        ...     os.environ["FOUNDRY_HOSTING_ENVIRONMENT"] = "1"
+        >>> os.environ["FOUNDRY_HOSTING_ENVIRONMENT"] = "1"  # hosted mode, as on the platform
+        >>> async def demo() -> int:
         ...     async with FoundryEmulator() as emu:
         ...         store = await FoundryStateStore.get_or_create(
         ...             "demo", emu.credential(user="alice"), emu.endpoint,
         ...             connection_verify=emu.ca_file,
         ...         )
         ...         await store.set_item("k", {"v": 1})
-        ...         assert emu.requests["put_item"] == 1
         ...         await store.aclose()
+        ...         return emu.requests["put_item"]
+        >>> asyncio.run(demo())
+        1
 
         From synchronous code: ``with FoundryEmulator() as emu: ...``, or ``start()``/``stop()``.
     """
@@ -110,7 +115,10 @@ class FoundryEmulator:
     # --- lifecycle ----------------------------------------------------------------------
 
     def start(self) -> FoundryEmulator:
-        """Start serving (a no-op when already running) and return ``self``.
+        """Start serving (a no-op when already running).
+
+        Returns:
+            This emulator, so that ``emu = FoundryEmulator().start()`` reads naturally.
 
         Raises:
             OSError: the port cannot be bound.
@@ -222,6 +230,10 @@ class FoundryEmulator:
         resolves the caller from it. A request with a call id nobody bound gets 403. Bindings
         survive ``stop()``/``start()``. See ``docs/emulator.md`` for the full resolution order.
 
+        Args:
+            call_id: The value of the ``x-agent-foundry-call-id`` header.
+            user: The user whose isolation partition such requests read and write.
+
         Raises:
             InvalidArgumentError: (a ``ValueError``) an empty ``call_id`` or ``user``, or
                 ``call_id`` already bound to another user.
@@ -235,7 +247,13 @@ class FoundryEmulator:
         self._app.calls.bind(call_id, user)
 
     def mint_call(self, user: str) -> str:
-        """Return a new call id bound to ``user``, as the platform mints one per request.
+        """Mint a new call id bound to ``user``, as the platform mints one per request.
+
+        Args:
+            user: The user the call id resolves to.
+
+        Returns:
+            The new call id (to send as ``x-agent-foundry-call-id``).
 
         Example:
             >>> emu = FoundryEmulator()
@@ -246,11 +264,24 @@ class FoundryEmulator:
         return self._app.calls.mint(user)
 
     def user_for_call(self, call_id: str) -> str | None:
-        """The user ``call_id`` is bound to, or None when it is unknown."""
+        """Look up the user a call id is bound to.
+
+        Args:
+            call_id: A call id bound with :meth:`bind_call` or minted by :meth:`mint_call`.
+
+        Returns:
+            The user, or None when the call id is unknown.
+        """
         return self._app.calls.user_for(call_id)
 
     def credential(self, user: str = "alice") -> EmulatorCredential:
-        """An async credential whose tokens this emulator maps to ``user``'s partition.
+        """Make an async credential whose tokens this emulator maps to ``user``'s partition.
+
+        Args:
+            user: The user the credential's bearer tokens stand for.
+
+        Returns:
+            An :class:`~foundry_checkpoint.emulator.EmulatorCredential` for ``user``.
 
         Example:
             >>> FoundryEmulator().credential(user="bob").user
@@ -280,6 +311,12 @@ class FoundryEmulator:
         and it replaces the system CA bundle of that process.
 
         Start the agent with ``subprocess.Popen(cmd, env={**os.environ, **env})``.
+
+        Args:
+            session_id: The platform session id to set as ``FOUNDRY_AGENT_SESSION_ID``.
+
+        Returns:
+            The variables, by name.
 
         Example:
             >>> with FoundryEmulator() as emu:
@@ -335,6 +372,21 @@ class FoundryEmulator:
         without ``drop`` only delays it. ``probability`` below 1 draws from the emulator's
         seeded generator. See :class:`~foundry_checkpoint.emulator.Fault`.
 
+        Args:
+            route: The call type to fault (one of ``CALL_TYPES``), or ``"*"`` for any.
+            status: The status code to answer; None with ``drop=False`` only delays.
+            retry_after: Seconds for a ``Retry-After`` header; None sends none.
+            drop: Close the connection without answering.
+            delay: Seconds to wait before the fault is served.
+            times: How many requests the fault applies to; None for every one.
+            probability: The chance that a matching request is faulted (seeded draws).
+
+        Returns:
+            The armed :class:`~foundry_checkpoint.emulator.Fault`.
+
+        Raises:
+            InvalidArgumentError: (a ``ValueError``) an unknown route or an out-of-range value.
+
         Example:
             >>> emu = FoundryEmulator()
             >>> emu.inject("put_item", status=429, retry_after=0).status
@@ -358,7 +410,11 @@ class FoundryEmulator:
         self._faults.clear()
 
     def pending_faults(self) -> list[tuple[Fault, int | None]]:
-        """Armed faults with their remaining uses (None: unlimited)."""
+        """List the armed faults.
+
+        Returns:
+            Each armed fault with its remaining uses (None: unlimited).
+        """
         return self._faults.pending()
 
     # --- internals ---------------------------------------------------------------------

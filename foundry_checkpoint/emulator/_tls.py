@@ -52,7 +52,11 @@ class TlsMaterial:
     key_file: Path
 
     def server_context(self) -> ssl.SSLContext:
-        """Return a server-side SSL context loaded with the leaf certificate and key."""
+        """Make a server-side SSL context.
+
+        Returns:
+            A context loaded with the leaf certificate chain and its key.
+        """
         context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
         context.load_cert_chain(str(self.cert_file), str(self.key_file))
         return context
@@ -79,7 +83,13 @@ def _write(path: Path, data: bytes, *, private: bool = False) -> None:
 
 
 def make_tls_material(hosts: tuple[str, ...] = ("127.0.0.1", "::1", "localhost")) -> TlsMaterial:
-    """Create a CA and a server certificate for ``hosts`` in a new temporary directory.
+    """Create a CA and a server certificate in a new private temporary directory.
+
+    Args:
+        hosts: The names and addresses the server certificate is valid for.
+
+    Returns:
+        Where the CA, the certificate chain and the key were written.
 
     Example:
         >>> material = make_tls_material()
