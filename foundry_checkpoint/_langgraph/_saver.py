@@ -75,8 +75,8 @@ class FoundryCheckpointer(ThreadAdmin, BaseCheckpointSaver[str]):
 
     Args:
         store_prefix: prefix of every store name (default ``"langgraph"``).
-        credential, endpoint: hosted mode only (defaults: ``DefaultAzureCredential`` and
-            ``FOUNDRY_PROJECT_ENDPOINT``).
+        credential: hosted mode only (default ``DefaultAzureCredential``).
+        endpoint: hosted mode only (default ``FOUNDRY_PROJECT_ENDPOINT``).
         user_id: the end user to partition by (hosted: sent as ``x-ms-user-id``; local: the
             partition of the embedded store). Leave it unset in a host serving many users: each
             call is then for the user of its request context (``docs/hosted.md``).
