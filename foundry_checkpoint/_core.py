@@ -50,33 +50,26 @@ from . import _codec
 from ._gc import GcReport, collect_garbage
 from ._loop import LoopThread
 from ._lru import Lru
+from ._options import StoreOptions
 from ._store._backends import BackendKind, LocalBackend, StoreFactory
 from ._store._embedded import DEFAULT_USER, default_state_root
 from ._store._hosted import HostedClients, hosted
 from ._store._limits import (
-    DEFAULT_ITEM_TTL_SECONDS,
-    HOSTING_ENV,
-    MAX_TTL_SECONDS,
     PROJECT_ENDPOINT_ENV,
 )
 from ._store._listing import all_keys, create_item
 from ._store._naming import (
     check_identifier,
-    check_user_id,
     checked_spill_namespace,
     item_key,
     store_name,
-    validate_prefix,
 )
 from ._store._protocol import ItemKey, StateStoreLike
 from .errors import (
     FoundryCheckpointError,
-    InvalidArgumentError,
 )
 
 if TYPE_CHECKING:
-    from azure.core.credentials_async import AsyncTokenCredential
-
     from .spill import SpillStore
 
 __all__ = [
@@ -289,40 +282,16 @@ class CheckpointCore:
     mode, made safe across processes with a file lock) or ``"hosted"`` (the Foundry service).
     """
 
-    def __init__(
-        self,
-        *,
-        store_prefix: str,
-        scope_word: str,
-        credential: AsyncTokenCredential | None = None,
-        endpoint: str | None = None,
-        user_id: str | None = None,
-        item_ttl_seconds: int = DEFAULT_ITEM_TTL_SECONDS,
-        spill: SpillStore | None = None,
-        local_backend: LocalBackend = "sqlite",
-        client_kwargs: Mapping[str, Any] | None = None,
-    ) -> None:
-        self.prefix = validate_prefix(store_prefix)
+    def __init__(self, options: StoreOptions, *, scope_word: str) -> None:
+        self.options = options
+        self.prefix = options.store_prefix
         self.scope_word = scope_word
-        if item_ttl_seconds != -1 and not 1 <= item_ttl_seconds <= MAX_TTL_SECONDS:
-            raise InvalidArgumentError(
-                f"item_ttl_seconds must be -1 (never expire) or 1..{MAX_TTL_SECONDS}, "
-                f"got {item_ttl_seconds}"
-            )
-        if local_backend not in ("sqlite", "sdk"):
-            raise InvalidArgumentError(
-                f"local_backend must be 'sqlite' or 'sdk', got {local_backend!r}"
-            )
-        if local_backend == "sdk" and hosted():
-            raise FoundryCheckpointError(
-                f"local_backend='sdk' was asked for, but {HOSTING_ENV} is set "
-                "(hosted mode); the SDK's local backend is only available when it is unset. "
-                "Drop local_backend='sdk', or unset the variable for local runs."
-            )
-        if user_id is not None:
-            check_user_id(user_id)
+        item_ttl_seconds = options.item_ttl_seconds
+        local_backend = options.local_backend
+        endpoint = options.endpoint
+        spill = options.spill
         self.item_ttl_seconds = item_ttl_seconds
-        self._user_id = user_id
+        self._user_id = options.user_id
         self.kind: BackendKind = (
             "hosted" if hosted() else ("local-sqlite" if local_backend == "sqlite" else "local-sdk")
         )
@@ -331,10 +300,10 @@ class CheckpointCore:
             item_ttl_seconds=item_ttl_seconds,
             hosted=HostedClients(
                 endpoint=endpoint,
-                user_id=user_id,
+                user_id=options.user_id,
                 item_ttl_seconds=item_ttl_seconds,
-                credential=credential,
-                client_kwargs=client_kwargs or {},
+                credential=options.credential,
+                client_kwargs=options.client_kwargs,
             ),
         )
         root = default_state_root()

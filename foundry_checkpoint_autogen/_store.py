@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING, Any, Final, TypeVar
 from foundry_checkpoint import _codec
 from foundry_checkpoint._core import CheckpointCore, LocalBackend, Scope
 from foundry_checkpoint._lifecycle import CoreOwner
+from foundry_checkpoint._options import StoreOptions
 from foundry_checkpoint._store._limits import DEFAULT_ITEM_TTL_SECONDS
 from foundry_checkpoint._store._listing import create_item, newest_second
 from foundry_checkpoint._store._naming import check_identifier, item_key, tag_value, unescape
@@ -248,15 +249,17 @@ class AutoGenStateStore(CoreOwner):
                 f"keep_versions must be a positive int or None (keep all), got {keep_versions!r}"
             )
         self._core = CheckpointCore(
-            store_prefix=store_prefix,
+            StoreOptions(
+                store_prefix=store_prefix,
+                credential=credential,
+                endpoint=endpoint,
+                user_id=user_id,
+                item_ttl_seconds=item_ttl_seconds,
+                spill=spill,
+                local_backend=local_backend,
+                client_kwargs=client_kwargs,
+            ),
             scope_word="scope",
-            credential=credential,
-            endpoint=endpoint,
-            user_id=user_id,
-            item_ttl_seconds=item_ttl_seconds,
-            spill=spill,
-            local_backend=local_backend,
-            client_kwargs=client_kwargs,
         )
         self._owns_core = True
         self._keep = keep_versions

@@ -23,6 +23,7 @@ from azure.ai.agentserver.core import AgentConfig, FoundryAgentRequestContext
 
 from foundry_checkpoint._core import CheckpointCore, LocalBackend
 from foundry_checkpoint._lifecycle import CoreOwner
+from foundry_checkpoint._options import StoreOptions
 from foundry_checkpoint._store._limits import DEFAULT_ITEM_TTL_SECONDS
 from foundry_checkpoint.errors import InvalidArgumentError
 
@@ -65,15 +66,17 @@ class FoundryCheckpointStorageProvider(CoreOwner, ContextScopedStoreProvider[Che
     ) -> None:
         self._allowed = type_keys(allowed_checkpoint_types)
         self._core = CheckpointCore(
-            store_prefix=store_prefix,
+            StoreOptions(
+                store_prefix=store_prefix,
+                credential=credential,
+                endpoint=endpoint,
+                user_id=user_id,
+                item_ttl_seconds=item_ttl_seconds,
+                spill=spill,
+                local_backend=local_backend,
+                client_kwargs=client_kwargs,
+            ),
             scope_word="context",
-            credential=credential,
-            endpoint=endpoint,
-            user_id=user_id,
-            item_ttl_seconds=item_ttl_seconds,
-            spill=spill,
-            local_backend=local_backend,
-            client_kwargs=client_kwargs,
         )
 
     @property

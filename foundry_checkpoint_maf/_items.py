@@ -8,7 +8,8 @@ store does not exist has no checkpoints.
 
 Example:
     >>> from foundry_checkpoint._core import CheckpointCore
-    >>> core = CheckpointCore(store_prefix="maf", scope_word="context")
+    >>> from foundry_checkpoint._options import StoreOptions
+    >>> core = CheckpointCore(StoreOptions(store_prefix="maf"), scope_word="context")
     >>> items = ContextItems(core, "conv-1")
     >>> core.run(items.keys({"kind": "maf.checkpoint"}))
     []
@@ -59,7 +60,8 @@ class ContextItems:
         context_id: the context (None: the prefix's default store).
 
     Example:
-        >>> core = CheckpointCore(store_prefix="maf", scope_word="context")
+        >>> from foundry_checkpoint._options import StoreOptions
+        >>> core = CheckpointCore(StoreOptions(store_prefix="maf"), scope_word="context")
         >>> ContextItems(core, None).context_id is None
         True
         >>> core.close()

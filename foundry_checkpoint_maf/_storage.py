@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any
 from agent_framework import CheckpointID, WorkflowCheckpoint, WorkflowCheckpointException
 
 from foundry_checkpoint._core import CheckpointCore, LocalBackend
+from foundry_checkpoint._options import StoreOptions
 from foundry_checkpoint._store._limits import DEFAULT_ITEM_TTL_SECONDS
 from foundry_checkpoint._store._naming import check_identifier
 
@@ -156,15 +157,17 @@ class FoundryCheckpointStorage(Maintenance):
         if context_id is not None:
             check_identifier(context_id, "context_id")
         core = CheckpointCore(
-            store_prefix=store_prefix,
+            StoreOptions(
+                store_prefix=store_prefix,
+                credential=credential,
+                endpoint=endpoint,
+                user_id=user_id,
+                item_ttl_seconds=item_ttl_seconds,
+                spill=spill,
+                local_backend=local_backend,
+                client_kwargs=client_kwargs,
+            ),
             scope_word="context",
-            credential=credential,
-            endpoint=endpoint,
-            user_id=user_id,
-            item_ttl_seconds=item_ttl_seconds,
-            spill=spill,
-            local_backend=local_backend,
-            client_kwargs=client_kwargs,
         )
         self._setup(core, context_id, allowed, owns_core=True, request_context=None)
 

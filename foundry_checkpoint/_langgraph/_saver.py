@@ -37,6 +37,7 @@ from langgraph.checkpoint.base import (
 from langgraph.checkpoint.serde.base import SerializerProtocol
 
 from .._core import CheckpointCore, LocalBackend
+from .._options import StoreOptions
 from .._serde import StrictSerializer
 from .._store._limits import DEFAULT_ITEM_TTL_SECONDS
 from . import _history, _list, _read, _write
@@ -125,15 +126,17 @@ class FoundryCheckpointer(ThreadAdmin, BaseCheckpointSaver[str]):
     ) -> None:
         super().__init__(serde=StrictSerializer() if serde is None else serde)
         self._core = CheckpointCore(
-            store_prefix=store_prefix,
+            StoreOptions(
+                store_prefix=store_prefix,
+                credential=credential,
+                endpoint=endpoint,
+                user_id=user_id,
+                item_ttl_seconds=item_ttl_seconds,
+                spill=spill,
+                local_backend=local_backend,
+                client_kwargs=client_kwargs,
+            ),
             scope_word="thread",
-            credential=credential,
-            endpoint=endpoint,
-            user_id=user_id,
-            item_ttl_seconds=item_ttl_seconds,
-            spill=spill,
-            local_backend=local_backend,
-            client_kwargs=client_kwargs,
         )
         self._caches = Caches()  # shared with with_allowlist clones, like the core
 

@@ -14,18 +14,19 @@ from typing import Any
 import pytest
 
 from foundry_checkpoint._core import MAX_OPEN_STORES, CheckpointCore
+from foundry_checkpoint._options import StoreOptions
 from tests.conftest import StoreEnv
 
 
 def _hosted_core(env: StoreEnv, **client: Any) -> CheckpointCore:
     kwargs = env.kwargs()
-    return CheckpointCore(
+    options = StoreOptions(
         store_prefix=kwargs["store_prefix"],
-        scope_word="thread",
         credential=kwargs["credential"],
         endpoint=kwargs["endpoint"],
         client_kwargs=client,
     )
+    return CheckpointCore(options, scope_word="thread")
 
 
 @pytest.mark.parametrize("store_mode", ["hosted"])

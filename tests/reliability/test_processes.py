@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from foundry_checkpoint._core import CheckpointCore
+from foundry_checkpoint._options import StoreOptions
 from foundry_checkpoint._store._embedded import EngineStore, default_engine
 from foundry_checkpoint._store._engine import StateEngine
 from foundry_checkpoint._store._sdk_local import LockedSdkStore
@@ -117,7 +118,8 @@ def test_four_sdk_processes_keep_every_write(local_mode: Path) -> None:
 
 def _core_writer(root: str, backend: str, worker: int, count: int) -> None:
     _local_env(root)
-    core = CheckpointCore(store_prefix="procs", scope_word="thread", local_backend=backend)  # type: ignore[arg-type]
+    options = StoreOptions(store_prefix="procs", local_backend=backend)  # type: ignore[arg-type]
+    core = CheckpointCore(options, scope_word="thread")
 
     async def write() -> None:
         scope = await core.scope("shared")
@@ -134,7 +136,8 @@ def _core_writer(root: str, backend: str, worker: int, count: int) -> None:
 def test_four_core_processes_keep_every_write(local_mode: Path, backend: str, count: int) -> None:
     root = str(local_mode)
     _run_writers(_core_writer, [(root, backend, w, count) for w in range(WRITERS)])
-    core = CheckpointCore(store_prefix="procs", scope_word="thread", local_backend=backend)  # type: ignore[arg-type]
+    options = StoreOptions(store_prefix="procs", local_backend=backend)  # type: ignore[arg-type]
+    core = CheckpointCore(options, scope_word="thread")
 
     async def count_keys() -> int:
         scope = await core.scope("shared")

@@ -11,6 +11,7 @@ import pytest
 from azure.ai.agentserver.core.storage import FoundryStateStore
 
 from foundry_checkpoint._core import CheckpointCore
+from foundry_checkpoint._options import StoreOptions
 from foundry_checkpoint.errors import (
     InvalidArgumentError,
     InvalidIdentifierError,
@@ -33,7 +34,8 @@ def _core(env: StoreEnv, **extra: object) -> CheckpointCore:
     client = {k: v for k, v in kwargs.items() if k not in known}
     own = {k: v for k, v in kwargs.items() if k in known}
     own.setdefault("store_prefix", "core")
-    return CheckpointCore(scope_word="thread", client_kwargs=client, **own)  # type: ignore[arg-type]
+    options = StoreOptions(client_kwargs=client, **own)  # type: ignore[arg-type]
+    return CheckpointCore(options, scope_word="thread")
 
 
 async def _roundtrip(core: CheckpointCore, scope_id: str) -> object:

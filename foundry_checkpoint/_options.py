@@ -1,0 +1,90 @@
+"""The keyword arguments every adapter takes, checked once: :class:`StoreOptions`.
+
+``FoundryCheckpointer``, ``FoundryCheckpointStorage``, ``FoundryCheckpointStorageProvider`` and
+``AutoGenStateStore`` keep their own explicit keyword arguments (so that users see them in
+signatures and docs); each hands the common ones to one :class:`StoreOptions`, which checks
+them before anything opens, and ``CheckpointCore`` takes it.
+
+Example:
+    >>> options = StoreOptions(store_prefix="team-a/langgraph", item_ttl_seconds=-1)
+    >>> options.store_prefix, options.local_backend, options.spill is None
+    ('team-a/langgraph', 'sqlite', True)
+    >>> StoreOptions(store_prefix="x", item_ttl_seconds=0)
+    Traceback (most recent call last):
+    ...
+    foundry_checkpoint.errors.InvalidArgumentError: item_ttl_seconds must be -1 ... got 0
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from ._store._backends import LocalBackend
+from ._store._hosted import hosted
+from ._store._limits import DEFAULT_ITEM_TTL_SECONDS, HOSTING_ENV, MAX_TTL_SECONDS
+from ._store._naming import check_user_id, validate_prefix
+from .errors import FoundryCheckpointError, InvalidArgumentError
+
+if TYPE_CHECKING:
+    from azure.core.credentials_async import AsyncTokenCredential
+
+    from .spill import SpillStore
+
+__all__ = ["StoreOptions"]
+
+
+@dataclass(frozen=True)
+class StoreOptions:
+    """Where an adapter keeps its data and how it reaches it, checked when built.
+
+    Args:
+        store_prefix: the first segment(s) of every store name.
+        credential: hosted mode's token credential (default: one ``DefaultAzureCredential``).
+        endpoint: hosted mode's project endpoint (default: ``FOUNDRY_PROJECT_ENDPOINT``).
+        user_id: the end user to partition by (default: the request's user).
+        item_ttl_seconds: idle lifetime of items in stores the adapter creates (-1: never).
+        spill: where values over the item limit go (default: chosen by the backend).
+        local_backend: ``"sqlite"`` (the embedded store) or ``"sdk"`` (the SDK's local mode).
+        client_kwargs: passed to the state-store client (hosted mode).
+
+    Raises:
+        InvalidIdentifierError: a bad prefix or user id.
+        InvalidArgumentError: a TTL out of range or an unknown backend name.
+        FoundryCheckpointError: ``local_backend="sdk"`` in hosted mode.
+
+    Example:
+        >>> StoreOptions(store_prefix="maf", user_id="alice").user_id
+        'alice'
+    """
+
+    store_prefix: str
+    credential: AsyncTokenCredential | None = None
+    endpoint: str | None = None
+    user_id: str | None = None
+    item_ttl_seconds: int = DEFAULT_ITEM_TTL_SECONDS
+    spill: SpillStore | None = None
+    local_backend: LocalBackend = "sqlite"
+    client_kwargs: Mapping[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "store_prefix", validate_prefix(self.store_prefix))
+        ttl = self.item_ttl_seconds
+        if ttl != -1 and not 1 <= ttl <= MAX_TTL_SECONDS:
+            raise InvalidArgumentError(
+                f"item_ttl_seconds must be -1 (never expire) or 1..{MAX_TTL_SECONDS}, got {ttl}"
+            )
+        if self.local_backend not in ("sqlite", "sdk"):
+            raise InvalidArgumentError(
+                f"local_backend must be 'sqlite' or 'sdk', got {self.local_backend!r}"
+            )
+        if self.local_backend == "sdk" and hosted():
+            raise FoundryCheckpointError(
+                f"local_backend='sdk' was asked for, but {HOSTING_ENV} is set "
+                "(hosted mode); the SDK's local backend is only available when it is unset. "
+                "Drop local_backend='sdk', or unset the variable for local runs."
+            )
+        if self.user_id is not None:
+            check_user_id(self.user_id)
+        object.__setattr__(self, "client_kwargs", dict(self.client_kwargs))
