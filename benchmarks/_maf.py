@@ -41,7 +41,7 @@ SUBJECTS: dict[str, str] = {
     "memory": "InMemoryCheckpointStorage",
     "file": "FileCheckpointStorage",
     "fc-local": "FoundryCheckpointStorage (local, embedded SQLite)",
-    "fc-sdk": "FoundryCheckpointStorage (local_backend=\"sdk\")",
+    "fc-sdk": 'FoundryCheckpointStorage (local_backend="sdk")',
     "fc-hosted": "FoundryCheckpointStorage (hosted, emulator)",
     "fh-hosted": "FoundryCheckpointStore, agent-framework-foundry-hosting (hosted, emulator)",
 }

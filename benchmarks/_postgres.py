@@ -132,11 +132,14 @@ class LocalPostgres:
             shutil.chown(self.workdir, user=self.run_as, group=None)
         self._run(
             str(self.bin_dir / "initdb"),
-            "-D", str(self.datadir),
-            "-U", "postgres",
+            "-D",
+            str(self.datadir),
+            "-U",
+            "postgres",
             "--auth=trust",
             "--no-sync",
-            "-E", "UTF8",
+            "-E",
+            "UTF8",
         )
         options = (
             f"-c listen_addresses=127.0.0.1 -c port={self.port} "
@@ -144,10 +147,15 @@ class LocalPostgres:
         )
         self._run(
             str(self.bin_dir / "pg_ctl"),
-            "-D", str(self.datadir),
-            "-l", str(self.workdir / "server.log"),
-            "-o", options,
-            "-w", "-t", str(_START_TIMEOUT_S),
+            "-D",
+            str(self.datadir),
+            "-l",
+            str(self.workdir / "server.log"),
+            "-o",
+            options,
+            "-w",
+            "-t",
+            str(_START_TIMEOUT_S),
             "start",
         )
         self.version = self._run(str(self.bin_dir / "pg_ctl"), "--version").strip()
@@ -165,9 +173,18 @@ class LocalPostgres:
         """Stop the server (fast shutdown) and remove its directory; safe to call twice."""
         if self.datadir.exists() and (self.datadir / "postmaster.pid").exists():
             subprocess.run(
-                self._cmd(str(self.bin_dir / "pg_ctl"), "-D", str(self.datadir), "-m", "fast",
-                          "-w", "stop"),
-                capture_output=True, check=False, cwd=self.workdir,
+                self._cmd(
+                    str(self.bin_dir / "pg_ctl"),
+                    "-D",
+                    str(self.datadir),
+                    "-m",
+                    "fast",
+                    "-w",
+                    "stop",
+                ),
+                capture_output=True,
+                check=False,
+                cwd=self.workdir,
             )
         shutil.rmtree(self.workdir, ignore_errors=True)
 

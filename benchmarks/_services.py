@@ -35,9 +35,10 @@ __all__ = ["AZURITE_BIN", "RemoteEmulator", "azurite_connection_string", "runnin
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 AZURITE_BIN = REPO_ROOT / "node_modules" / ".bin" / "azurite-blob"
+# Azurite's public, documented development account key (not a secret).
 _AZURITE_KEY = (
     "Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw=="
-)  # Azurite's public, documented development account key (not a secret)
+)
 _LISTENING = re.compile(r"successfully listens on http://127\.0\.0\.1:(\d+)")
 
 
@@ -183,8 +184,10 @@ def running_azurite() -> Iterator[int | None]:
         proc = subprocess.Popen(
             [
                 str(AZURITE_BIN),
-                "--blobHost", "127.0.0.1",
-                "--blobPort", "0",
+                "--blobHost",
+                "127.0.0.1",
+                "--blobPort",
+                "0",
                 "--inMemoryPersistence",
                 "--silent",
                 "--disableTelemetry",

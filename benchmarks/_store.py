@@ -92,8 +92,7 @@ async def engine(scale: dict[str, Any], workdir: Path) -> dict[str, Any]:
             )
 
         def replace(i: int, keys: list[str] = keys) -> object:
-            return eng.put_item(name, keys[i], values[(i + 1) % 64], _TAGS, user="u",
-                                if_match=None)
+            return eng.put_item(name, keys[i], values[(i + 1) % 64], _TAGS, user="u", if_match=None)
 
         def get(i: int, keys: list[str] = keys) -> object:
             return eng.get_item(name, keys[i], user="u")

@@ -33,8 +33,12 @@ _STOP_TIMEOUT_SECONDS: Final = 30.0
 _SHUTDOWN_GRACE_SECONDS: Final = 1.0
 
 
-class _Running:
-    """Everything that exists only between start() and stop()."""
+class _ServerThread:
+    """The socket, certificate, thread and event loop that exist only between start() and stop().
+
+    The thread runs its own loop and its own engine (whose calls the app runs on a worker
+    thread), so a caller that blocks its own loop while waiting for store I/O cannot stall it.
+    """
 
     def __init__(self, tls: TlsMaterial, sock: socket.socket) -> None:
         self.tls = tls
@@ -45,6 +49,100 @@ class _Running:
         self.loop: asyncio.AbstractEventLoop | None = None
         self.runner: web.AppRunner | None = None
         self.thread: threading.Thread | None = None
+
+    @classmethod
+    def bind(cls, host: str, port: int) -> _ServerThread:
+        """Create the certificate and a listening socket (both removed again on failure)."""
+        tls = make_tls_material()
+        try:
+            family = socket.AF_INET6 if ":" in host else socket.AF_INET
+            sock = socket.socket(family, socket.SOCK_STREAM)
+            try:
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+                sock.bind((host, port))
+                sock.listen(128)
+                sock.setblocking(False)
+            except BaseException:
+                sock.close()
+                raise
+        except BaseException:
+            tls.remove()
+            raise
+        return cls(tls, sock)
+
+    def start(
+        self,
+        app: StorageApp,
+        web_app: Callable[[], web.Application],
+        engine: Callable[[], StateEngine],
+    ) -> None:
+        """Serve the app on a new thread, both made there; RuntimeError if it does not come up."""
+        thread = threading.Thread(
+            target=self._serve,
+            args=(app, web_app, engine),
+            name=f"foundry-emulator:{self.port}",
+            daemon=True,
+        )
+        self.thread = thread
+        thread.start()
+        if not self.ready.wait(_START_TIMEOUT_SECONDS) or self.error is not None:
+            self.teardown()
+            reason = "timed out" if self.error is None else repr(self.error)
+            raise RuntimeError(f"the Foundry emulator failed to start: {reason}") from self.error
+
+    def _serve(
+        self,
+        app: StorageApp,
+        web_app: Callable[[], web.Application],
+        open_engine: Callable[[], StateEngine],
+    ) -> None:
+        loop = asyncio.new_event_loop()
+        self.loop = loop
+        asyncio.set_event_loop(loop)
+        engine: StateEngine | None = None
+        try:
+            try:
+                engine = open_engine()
+                app.bind(engine)
+                loop.run_until_complete(self._start_site(web_app()))
+            except BaseException as exc:
+                self.error = exc
+                return
+            finally:
+                self.ready.set()
+            loop.run_forever()
+        finally:
+            if self.runner is not None:
+                loop.run_until_complete(self.runner.cleanup())
+            app.unbind()
+            if engine is not None:
+                engine.close()
+            try:
+                loop.run_until_complete(loop.shutdown_asyncgens())
+            finally:
+                asyncio.set_event_loop(None)
+                loop.close()
+
+    async def _start_site(self, web_app: web.Application) -> None:
+        runner = web.AppRunner(
+            web_app, access_log=None, handle_signals=False, shutdown_timeout=_SHUTDOWN_GRACE_SECONDS
+        )
+        await runner.setup()
+        self.runner = runner
+        site = web.SockSite(runner, self.sock, ssl_context=self.tls.server_context())
+        await site.start()
+
+    def teardown(self) -> None:
+        """Stop the loop, join the thread, close the socket and remove the certificate."""
+        loop, thread = self.loop, self.thread
+        if loop is not None and thread is not None and thread.is_alive():
+            # RuntimeError: the loop already closed itself after a failed start
+            with contextlib.suppress(RuntimeError):
+                loop.call_soon_threadsafe(loop.stop)
+        if thread is not None:
+            thread.join(_STOP_TIMEOUT_SECONDS)
+        self.sock.close()
+        self.tls.remove()
 
 
 class FoundryEmulator:
@@ -106,7 +204,7 @@ class FoundryEmulator:
         self._clock: Callable[[], float] = clock if clock is not None else time.time
         self._project = project
         self._faults = FaultPlan(seed=seed)
-        self._running: _Running | None = None
+        self._running: _ServerThread | None = None
         self._lifecycle = threading.Lock()
         # One handler per instance: counts survive a stop()/start() cycle.
         self._app = StorageApp(self._faults)
@@ -127,36 +225,8 @@ class FoundryEmulator:
         with self._lifecycle:
             if self._running is not None:
                 return self
-            tls = make_tls_material()
-            try:
-                family = socket.AF_INET6 if ":" in self._host else socket.AF_INET
-                sock = socket.socket(family, socket.SOCK_STREAM)
-                try:
-                    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-                    sock.bind((self._host, self._requested_port))
-                    sock.listen(128)
-                    sock.setblocking(False)
-                except BaseException:
-                    sock.close()
-                    raise
-            except BaseException:
-                tls.remove()
-                raise
-            running = _Running(tls, sock)
-            thread = threading.Thread(
-                target=self._serve,
-                args=(running,),
-                name=f"foundry-emulator:{running.port}",
-                daemon=True,
-            )
-            running.thread = thread
-            thread.start()
-            if not running.ready.wait(_START_TIMEOUT_SECONDS) or running.error is not None:
-                self._teardown(running)
-                reason = "timed out" if running.error is None else repr(running.error)
-                raise RuntimeError(f"the Foundry emulator failed to start: {reason}") from (
-                    running.error
-                )
+            running = _ServerThread.bind(self._host, self._requested_port)
+            running.start(self._app, self._web_app, self._open_engine)
             self._running = running
             return self
 
@@ -165,7 +235,7 @@ class FoundryEmulator:
         with self._lifecycle:
             running, self._running = self._running, None
             if running is not None:
-                self._teardown(running)
+                running.teardown()
 
     def __enter__(self) -> FoundryEmulator:
         return self.start()
@@ -419,66 +489,17 @@ class FoundryEmulator:
 
     # --- internals ---------------------------------------------------------------------
 
-    def _require_running(self) -> _Running:
+    def _require_running(self) -> _ServerThread:
         running = self._running
         if running is None:
             raise RuntimeError("the Foundry emulator is not running; call start() first")
         return running
 
+    def _web_app(self) -> web.Application:
+        return self._app.web_app(self._identity)
+
     def _open_engine(self) -> StateEngine:
         return StateEngine(self._data, tie_seed=self._seed, clock=self._clock)
-
-    def _serve(self, running: _Running) -> None:
-        """Server thread: own loop and own engine, whose calls run on the app's worker thread."""
-        loop = asyncio.new_event_loop()
-        running.loop = loop
-        asyncio.set_event_loop(loop)
-        engine: StateEngine | None = None
-        try:
-            try:
-                engine = self._open_engine()
-                self._app.bind(engine)
-                loop.run_until_complete(self._start_site(running))
-            except BaseException as exc:
-                running.error = exc
-                return
-            finally:
-                running.ready.set()
-            loop.run_forever()
-        finally:
-            if running.runner is not None:
-                loop.run_until_complete(running.runner.cleanup())
-            self._app.unbind()
-            if engine is not None:
-                engine.close()
-            try:
-                loop.run_until_complete(loop.shutdown_asyncgens())
-            finally:
-                asyncio.set_event_loop(None)
-                loop.close()
-
-    async def _start_site(self, running: _Running) -> None:
-        runner = web.AppRunner(
-            self._app.web_app(self._identity),
-            access_log=None,
-            handle_signals=False,
-            shutdown_timeout=_SHUTDOWN_GRACE_SECONDS,
-        )
-        await runner.setup()
-        running.runner = runner
-        site = web.SockSite(runner, running.sock, ssl_context=running.tls.server_context())
-        await site.start()
-
-    def _teardown(self, running: _Running) -> None:
-        loop, thread = running.loop, running.thread
-        if loop is not None and thread is not None and thread.is_alive():
-            # RuntimeError: the loop already closed itself after a failed start
-            with contextlib.suppress(RuntimeError):
-                loop.call_soon_threadsafe(loop.stop)
-        if thread is not None:
-            thread.join(_STOP_TIMEOUT_SECONDS)
-        running.sock.close()
-        running.tls.remove()
 
     def __repr__(self) -> str:
         where = self.endpoint if self._running is not None else "stopped"

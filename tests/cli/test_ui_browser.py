@@ -122,9 +122,7 @@ async def _seed_maf(cli: Cli) -> None:
         await wf.pipeline(storage).run("two")
 
 
-def test_browse_threads_tree_values_diff_and_lineage(
-    cli: Cli, page: Page, shots: Path
-) -> None:
+def test_browse_threads_tree_values_diff_and_lineage(cli: Cli, page: Page, shots: Path) -> None:
     parents = _forked(cli)
     with cli.saver() as saver:
         build(saver).invoke({"steps": []}, config("t1"))
@@ -178,8 +176,9 @@ def test_browse_threads_tree_values_diff_and_lineage(
         page.locator("table.contexts a.context", has_text="conv-a").click()
         lineage = page.locator("svg g.node")
         assert lineage.count() == contexts[0]["checkpoints"]
-        assert page.locator("svg g.node.head").get_attribute("data-checkpoint") == (
-            contexts[0]["latest"]["checkpoint_id"]
+        assert (
+            page.locator("svg g.node.head").get_attribute("data-checkpoint")
+            == (contexts[0]["latest"]["checkpoint_id"])
         )
         page.screenshot(path=shots / "maf-lineage.png", full_page=True)
         page.locator("table.lineage a.checkpoint").last.click()
