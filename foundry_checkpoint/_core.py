@@ -47,6 +47,7 @@ from azure.ai.agentserver.core import get_request_context
 from azure.ai.agentserver.core.storage import JSONObject
 
 from . import _codec
+from ._aio import read_newest
 from ._gc import GcReport, collect_garbage
 from ._loop import LoopThread
 from ._lru import Lru
@@ -57,14 +58,14 @@ from ._store._hosted import HostedClients, hosted
 from ._store._limits import (
     PROJECT_ENDPOINT_ENV,
 )
-from ._store._listing import all_keys, create_item
+from ._store._listing import all_keys, create_item, newest_second
 from ._store._naming import (
     check_identifier,
     checked_spill_namespace,
     item_key,
     store_name,
 )
-from ._store._protocol import ItemKey, StateStoreLike
+from ._store._protocol import ItemKey, StateStoreLike, StoredItem
 from .errors import (
     FoundryCheckpointError,
 )
@@ -80,6 +81,7 @@ __all__ = [
     "GcReport",
     "LocalBackend",
     "Scope",
+    "newest_item",
     "user_key",
 ]
 
@@ -130,6 +132,33 @@ def _local_partition(explicit: str | None) -> str:
     if explicit is not None:
         return explicit
     return get_request_context().user_id or DEFAULT_USER
+
+
+async def newest_item(
+    store: StateStoreLike,
+    tags: Mapping[str, str],
+    pick: Callable[[list[ItemKey]], ItemKey],
+) -> tuple[ItemKey, StoredItem] | None:
+    """The newest item carrying ``tags``, listed again when it went before it was read.
+
+    Args:
+        store: the store to look in.
+        tags: the tags the item carries.
+        pick: chooses the newest among :func:`~._store._listing.newest_second`'s keys (by the
+            caller's own monotonic key).
+
+    Returns:
+        The chosen key and its item, or None when there is none.
+    """
+
+    async def find() -> ItemKey | None:
+        candidates = await newest_second(store, tags)
+        return pick(candidates) if candidates else None
+
+    async def read(key: ItemKey) -> StoredItem | None:
+        return await store.get_item(key.key)
+
+    return await read_newest(find, read)
 
 
 class Scope:

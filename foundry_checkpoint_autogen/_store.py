@@ -31,11 +31,11 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final, TypeVar
 
 from foundry_checkpoint import _codec
-from foundry_checkpoint._core import CheckpointCore, LocalBackend, Scope
+from foundry_checkpoint._core import CheckpointCore, LocalBackend, Scope, newest_item
 from foundry_checkpoint._lifecycle import CoreOwner
 from foundry_checkpoint._options import StoreOptions
 from foundry_checkpoint._store._limits import DEFAULT_ITEM_TTL_SECONDS
-from foundry_checkpoint._store._listing import create_item, newest_second
+from foundry_checkpoint._store._listing import create_item
 from foundry_checkpoint._store._naming import check_identifier, item_key, tag_value, unescape
 from foundry_checkpoint._store._protocol import ItemKey
 from foundry_checkpoint.errors import CorruptPayloadError, InvalidArgumentError, InvalidStateError
@@ -57,7 +57,6 @@ _TAG_BLOB: Final = "blob"
 _EXTRA_KIND: Final = "ak"
 _EXTRA_NAME: Final = "an"
 _EXTRA_VER: Final = "av"
-_LATEST_ATTEMPTS: Final = 3
 _MAX_DEPTH: Final = 200
 
 _clock_guard = threading.Lock()
@@ -470,16 +469,13 @@ class AutoGenStateStore(CoreOwner):
             if item is None:
                 return None
             return await self._decoded(scope, key, item.value, kind, name)
-        for _ in range(_LATEST_ATTEMPTS):
-            candidates = await newest_second(scope.store, tags)
-            if not candidates:
-                return None
-            best = max(candidates, key=lambda k: (_version_of(k), k.key))
-            item = await scope.store.get_item(best.key)
-            if item is None:  # pruned since it was listed: look again
-                continue
-            return await self._decoded(scope, best.key, item.value, kind, name)
-        return None
+        found = await newest_item(
+            scope.store, tags, lambda keys: max(keys, key=lambda k: (_version_of(k), k.key))
+        )
+        if found is None:
+            return None
+        best, item = found
+        return await self._decoded(scope, best.key, item.value, kind, name)
 
     async def _decoded(
         self, scope: Scope, key: str, value: Mapping[str, Any], kind: str, name: str

@@ -18,7 +18,6 @@ Example:
 
 from __future__ import annotations
 
-import asyncio
 import json
 import logging
 from collections.abc import Mapping
@@ -27,8 +26,8 @@ from typing import Any, Final
 from agent_framework import WorkflowCheckpointException
 
 from foundry_checkpoint import _codec
-from foundry_checkpoint._core import CheckpointCore, Scope
-from foundry_checkpoint._store._listing import newest_second
+from foundry_checkpoint._aio import bounded
+from foundry_checkpoint._core import CheckpointCore, Scope, newest_item
 from foundry_checkpoint._store._protocol import ItemKey
 from foundry_checkpoint.errors import CorruptPayloadError, FoundryCheckpointError
 
@@ -49,7 +48,6 @@ __all__ = ["ContextItems", "referenced"]
 logger = logging.getLogger("foundry_checkpoint_maf")
 
 _READ_CONCURRENCY: Final = 8
-_LATEST_ATTEMPTS: Final = 3
 
 
 class ContextItems:
@@ -126,18 +124,12 @@ class ContextItems:
         scope = await self._existing()
         if scope is None:
             return None
-        tags = kind_filter(workflow_name)
-        for _ in range(_LATEST_ATTEMPTS):
-            candidates = await newest_second(scope.store, tags)
-            if not candidates:
-                return None
-            best = pick_latest(candidates)
-            item = await scope.store.get_item(best.key)
-            if item is None:  # deleted since it was listed: look again
-                continue
-            checkpoint_id = id_from(best, item.value)
-            return checkpoint_id, await self._payload(scope, best.key, item.value, checkpoint_id)
-        return None
+        found = await newest_item(scope.store, kind_filter(workflow_name), pick_latest)
+        if found is None:
+            return None
+        best, item = found
+        checkpoint_id = id_from(best, item.value)
+        return checkpoint_id, await self._payload(scope, best.key, item.value, checkpoint_id)
 
     async def read_all(self, workflow_name: str, caller: str) -> list[tuple[str, bytes]]:
         """Ids and payloads of every readable checkpoint of ``workflow_name``, oldest first.
@@ -148,23 +140,19 @@ class ContextItems:
         if scope is None:
             return []
         keys = oldest_first(await scope.keys(kind_filter(workflow_name)))
-        gate = asyncio.Semaphore(_READ_CONCURRENCY)
 
         async def _one(key: ItemKey) -> tuple[str, bytes] | None:
-            async with gate:
-                item = await scope.store.get_item(key.key)
-                if item is None:
-                    return None
-                checkpoint_id = id_from(key, item.value)
-                try:
-                    return checkpoint_id, await self._payload(
-                        scope, key.key, item.value, checkpoint_id
-                    )
-                except WorkflowCheckpointException as exc:
-                    logger.error("%s skips a checkpoint: %s", caller, exc)
-                    return None
+            item = await scope.store.get_item(key.key)
+            if item is None:
+                return None
+            checkpoint_id = id_from(key, item.value)
+            try:
+                return checkpoint_id, await self._payload(scope, key.key, item.value, checkpoint_id)
+            except WorkflowCheckpointException as exc:
+                logger.error("%s skips a checkpoint: %s", caller, exc)
+                return None
 
-        results = await asyncio.gather(*(_one(k) for k in keys))
+        results = await bounded((_one(k) for k in keys), limit=_READ_CONCURRENCY)
         return [r for r in results if r is not None]
 
     async def keys(self, tags: Mapping[str, str]) -> list[ItemKey]:

@@ -18,9 +18,8 @@ from __future__ import annotations
 
 import asyncio
 from collections import OrderedDict
-from collections.abc import Awaitable, Iterable
 from dataclasses import dataclass, field
-from typing import Any, Final, TypeVar
+from typing import Any, Final
 
 from langgraph.checkpoint.serde.base import SerializerProtocol
 
@@ -28,12 +27,8 @@ from .._core import CheckpointCore
 from ..errors import CorruptPayloadError
 from ._records import CheckpointRecord
 
-__all__ = ["CONCURRENCY", "Caches", "Context", "ThreadState", "Token", "bounded"]
+__all__ = ["Caches", "Context", "ThreadState", "Token"]
 
-T = TypeVar("T")
-
-CONCURRENCY: Final = 16
-"""Store calls one operation runs at once."""
 _THREAD_CACHE: Final = 256
 _EARLY_BOUND: Final = 4096
 
@@ -156,14 +151,3 @@ class Context:
                 "was changed outside foundry-checkpoint"
             )
         return value
-
-
-async def bounded(coros: Iterable[Awaitable[T]], limit: int = CONCURRENCY) -> list[T]:
-    """Await ``coros`` concurrently, at most ``limit`` at a time, results in order."""
-    semaphore = asyncio.Semaphore(limit)
-
-    async def one(aw: Awaitable[T]) -> T:
-        async with semaphore:
-            return await aw
-
-    return list(await asyncio.gather(*(one(c) for c in coros)))

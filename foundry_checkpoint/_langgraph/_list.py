@@ -16,11 +16,12 @@ from typing import Any, Final
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import CheckpointMetadata, CheckpointTuple
 
+from .._aio import bounded
 from .._core import Scope
 from .._store._naming import tag_value
 from .._store._protocol import ItemKey
 from . import _config
-from ._context import Context, bounded
+from ._context import Context
 from ._read import PAGE, pending_writes, read_record, to_tuple
 from ._records import (
     KIND_CHECKPOINT,

@@ -16,12 +16,13 @@ from typing import Any, Final
 from azure.ai.agentserver.core.storage import FoundryStoragePreconditionError
 
 from .. import _codec
+from .._aio import bounded
 from .._core import DEFAULT_GC_GRACE_SECONDS, Scope
 from .._store._naming import tag_value, unescape
 from .._store._protocol import ItemKey
 from ..errors import FoundryCheckpointError, InvalidArgumentError, MissingBlobError
 from ._config import check_thread
-from ._context import Context, bounded
+from ._context import Context
 from ._history import raw_history
 from ._prune import Entry, call_owner, is_call_namespace, newest, plan
 from ._read import read_record

@@ -20,12 +20,13 @@ from langgraph.checkpoint.base import (
     writes_sort_key,
 )
 
+from .._aio import bounded, read_newest
 from .._core import Scope
 from .._store._limits import MAX_PAGE
 from .._store._protocol import ItemKey
 from ..errors import MissingBlobError
 from . import _config
-from ._context import Context, bounded
+from ._context import Context
 from ._records import (
     KIND_CHECKPOINT,
     KIND_WRITES,
@@ -63,7 +64,6 @@ PAGE: Final = MAX_PAGE
 """Keys asked for per ``list_keys`` page past the first."""
 _FIRST_PAGE_LOCAL: Final = 20
 _FIRST_PAGE_HOSTED: Final = MAX_PAGE
-_LATEST_ATTEMPTS: Final = 3
 
 
 @dataclass
@@ -156,11 +156,11 @@ async def get_tuple(ctx: Context, config: RunnableConfig) -> CheckpointTuple | N
         if found is not None and (found[0].ns, found[0].checkpoint_id) != (ns, wanted):
             found = None  # a hashed key that is not ours
     else:
-        for _ in range(_LATEST_ATTEMPTS):  # the newest may go between listing and reading
-            newest = await latest(ctx, scope, ns)
-            if newest is None:
-                return None
-            known = newest.writes if newest.complete else None
+
+        async def find() -> Latest | None:
+            return await latest(ctx, scope, ns)
+
+        async def read(newest: Latest) -> tuple[CheckpointRecord, str] | None:
             head = state.heads.get(ns)
             if (
                 head is not None
@@ -168,11 +168,13 @@ async def get_tuple(ctx: Context, config: RunnableConfig) -> CheckpointTuple | N
                 and checkpoint_key(ns, head.checkpoint_id) == newest.key.key
             ):
                 # Items are replaced only with a new etag: this is the item as stored.
-                found = head, newest.key.etag
-            else:
-                found = await read_item(scope, newest.key.key)
-            if found is not None:
-                break
+                return head, newest.key.etag
+            return await read_item(scope, newest.key.key)
+
+        got = await read_newest(find, read)  # the newest may go between listing and reading
+        if got is not None:
+            newest, found = got
+            known = newest.writes if newest.complete else None
     if found is None:
         return None
     record, etag = found

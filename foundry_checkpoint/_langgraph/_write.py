@@ -23,12 +23,13 @@ from langgraph.checkpoint.base import (
 )
 
 from .. import _codec
+from .._aio import bounded
 from .._core import Scope
 from .._store._listing import create_item
 from .._store._naming import check_identifier, tag_value
 from ..errors import ConcurrentWriteError, FoundryCheckpointError, InvalidIdentifierError
 from . import _config
-from ._context import Context, ThreadState, bounded
+from ._context import Context, ThreadState
 from ._prune import call_owner, is_call_namespace
 from ._read import read_record
 from ._records import (

@@ -11,7 +11,6 @@ Example:
 
 from __future__ import annotations
 
-import asyncio
 import builtins
 import contextlib
 import os
@@ -22,6 +21,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 from azure.core.exceptions import ResourceExistsError, ResourceNotFoundError
 
+from .._aio import bounded
 from ..errors import FoundryCheckpointError, InvalidArgumentError, InvalidIdentifierError
 from ._azure_clients import (
     BlobClients,
@@ -389,17 +389,15 @@ class AzureBlobSpill:
         if not names:
             return 0
         container = self._client()
-        semaphore = asyncio.Semaphore(_DELETE_CONCURRENCY)
 
         async def delete_one(name: str) -> int:
-            async with semaphore:
-                try:
-                    await container.delete_blob(name)
-                except ResourceNotFoundError:
-                    return 0
-                return 1
+            try:
+                await container.delete_blob(name)
+            except ResourceNotFoundError:
+                return 0
+            return 1
 
-        return sum(await asyncio.gather(*(delete_one(name) for name in names)))
+        return sum(await bounded((delete_one(n) for n in names), limit=_DELETE_CONCURRENCY))
 
     async def delete_namespace(self, namespace: str) -> int:
         """Delete every blob of ``namespace``; returns the count."""

@@ -1,0 +1,86 @@
+"""Async patterns every adapter shares: bounded concurrency and reading the newest item.
+
+Example:
+    >>> import asyncio
+    >>> async def double(n: int) -> int:
+    ...     return 2 * n
+    >>> asyncio.run(bounded((double(n) for n in range(5)), limit=2))
+    [0, 2, 4, 6, 8]
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable, Iterable
+from typing import Final, TypeVar
+
+__all__ = ["CONCURRENCY", "LATEST_ATTEMPTS", "bounded", "read_newest"]
+
+T = TypeVar("T")
+K = TypeVar("K")
+V = TypeVar("V")
+
+CONCURRENCY: Final = 16
+"""Store calls one operation runs at once, unless it says otherwise."""
+LATEST_ATTEMPTS: Final = 3
+"""How many times "latest" lists again when the newest item went between listing and read."""
+
+
+async def bounded(coros: Iterable[Awaitable[T]], limit: int = CONCURRENCY) -> list[T]:
+    """Await ``coros`` concurrently, at most ``limit`` at a time.
+
+    Args:
+        coros: the awaitables (a generator is consumed at once, its awaitables gated).
+        limit: how many run at once.
+
+    Returns:
+        Their results, in the order of ``coros``.
+    """
+    semaphore = asyncio.Semaphore(limit)
+
+    async def one(aw: Awaitable[T]) -> T:
+        async with semaphore:
+            return await aw
+
+    return list(await asyncio.gather(*(one(c) for c in coros)))
+
+
+async def read_newest(
+    find: Callable[[], Awaitable[K | None]],
+    read: Callable[[K], Awaitable[V | None]],
+    attempts: int = LATEST_ATTEMPTS,
+) -> tuple[K, V] | None:
+    """Find the newest key and read its item; list again when the item went meanwhile.
+
+    A listing and the read after it are two calls: a prune or delete in between removes the
+    item the listing named, and the next listing names the new newest.
+
+    Args:
+        find: lists and picks the newest key (None: there is none).
+        read: reads the item of a key (None: it is gone).
+        attempts: how many listings before giving up.
+
+    Returns:
+        The key and its item, or None when nothing is found (or every read found it gone).
+
+    Example:
+        >>> import asyncio
+        >>> items = {"a": 1, "b": 2}
+        >>> async def find() -> str | None:
+        ...     return max(items, default=None)
+        >>> async def read(key: str) -> int | None:
+        ...     if key == "b":  # deleted between the listing and the read
+        ...         del items["b"]
+        ...         return None
+        ...     return items.get(key)
+        >>> asyncio.run(read_newest(find, read))
+        ('a', 1)
+    """
+    for _ in range(attempts):
+        key = await find()
+        if key is None:
+            return None
+        value = await read(key)
+        if value is not None:
+            return key, value
+    return None
