@@ -1,4 +1,5 @@
-"""Async patterns every adapter shares: bounded concurrency and reading the newest item.
+"""Async patterns every adapter shares: bounded concurrency, reading the newest item, and
+``async with`` over ``aclose()``.
 
 Example:
     >>> import asyncio
@@ -12,13 +13,15 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable, Iterable
+from types import TracebackType
 from typing import Final, TypeVar
 
-__all__ = ["CONCURRENCY", "LATEST_ATTEMPTS", "bounded", "read_newest"]
+__all__ = ["CONCURRENCY", "LATEST_ATTEMPTS", "AsyncClosing", "bounded", "read_newest"]
 
 T = TypeVar("T")
 K = TypeVar("K")
 V = TypeVar("V")
+_C = TypeVar("_C", bound="AsyncClosing")
 
 CONCURRENCY: Final = 16
 """Store calls one operation runs at once, unless it says otherwise."""
@@ -84,3 +87,26 @@ async def read_newest(
         if value is not None:
             return key, value
     return None
+
+
+class AsyncClosing:
+    """``async with`` for an object that releases what it opened in :meth:`aclose`.
+
+    The block yields the object itself and awaits ``aclose()`` on the way out, error or not.
+    """
+
+    async def aclose(self) -> None:
+        """Release what the object opened; this base opens nothing."""
+
+    async def __aenter__(self: _C) -> _C:
+        """The object itself; leaving the block calls :meth:`aclose`."""
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        """Close what the object opened (see :meth:`aclose`)."""
+        await self.aclose()

@@ -5,6 +5,8 @@ from __future__ import annotations
 from types import TracebackType
 from typing import TYPE_CHECKING, TypeVar
 
+from ._aio import AsyncClosing
+
 if TYPE_CHECKING:
     from ._core import CheckpointCore
 
@@ -13,7 +15,7 @@ __all__ = ["CoreOwner"]
 _S = TypeVar("_S", bound="CoreOwner")
 
 
-class CoreOwner:
+class CoreOwner(AsyncClosing):
     """An object whose store I/O runs on a :class:`CheckpointCore`.
 
     ``close()``/``aclose()`` are idempotent, fine on an object never used, and the object
@@ -85,14 +87,3 @@ class CoreOwner:
         tb: TracebackType | None,
     ) -> None:
         self.close()
-
-    async def __aenter__(self: _S) -> _S:
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.aclose()

@@ -16,12 +16,11 @@ import contextlib
 import os
 import re
 from collections.abc import Iterable
-from types import TracebackType
 from typing import TYPE_CHECKING, Any, Final
 
 from azure.core.exceptions import ResourceExistsError, ResourceNotFoundError
 
-from .._aio import bounded
+from .._aio import AsyncClosing, bounded
 from ..errors import FoundryCheckpointError, InvalidArgumentError, InvalidIdentifierError
 from ._azure_clients import (
     BlobClients,
@@ -51,7 +50,7 @@ _CONTAINER_RE: Final = re.compile(r"[a-z0-9](?:[a-z0-9]|-(?=[a-z0-9])){2,62}")
 _DELETE_CONCURRENCY: Final = 16
 
 
-class AzureBlobSpill:
+class AzureBlobSpill(AsyncClosing):
     """A spill store in an Azure Blob Storage container (needs ``foundry-checkpoint[blob]``).
 
     Blob names are ``<prefix>/<namespace>/<digest>``. Create one in the Azure SDK's style with
@@ -297,19 +296,6 @@ class AzureBlobSpill:
         A container client passed in stays open: it is the caller's.
         """
         await self._clients.aclose()
-
-    async def __aenter__(self) -> AzureBlobSpill:
-        """The store itself; leaving the block calls :meth:`aclose`."""
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
-        """Close what the store opened (see :meth:`aclose`)."""
-        await self.aclose()
 
     def _client(self) -> ContainerClient:
         return self._clients.container()

@@ -17,8 +17,8 @@ import secrets
 import stat
 from collections.abc import Iterable
 from pathlib import Path
-from types import TracebackType
 
+from .._aio import AsyncClosing
 from .._store._private import private_dir
 from ..errors import CorruptPayloadError, InvalidArgumentError
 from ._protocol import (
@@ -36,7 +36,7 @@ from ._protocol import (
 __all__ = ["LocalSpill"]
 
 
-class LocalSpill:
+class LocalSpill(AsyncClosing):
     """A spill store in a local directory: one file per blob at ``<dir>/<namespace>/<digest>``.
 
     Writes are atomic (a private temporary file in the same directory, then :func:`os.replace`),
@@ -270,19 +270,6 @@ class LocalSpill:
 
     async def aclose(self) -> None:
         """Nothing to release (no file stays open between calls); present for the protocol."""
-
-    async def __aenter__(self) -> LocalSpill:
-        """The store itself; leaving the block calls :meth:`aclose`."""
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
-        """Close what the store opened (see :meth:`aclose`)."""
-        await self.aclose()
 
 
 def _scan(folder: Path) -> list[os.DirEntry[str]]:
