@@ -90,6 +90,7 @@ class LocalCounters:
         "get_item": "get_item",
         "delete_item": "delete_item",
         "list_keys": "list_keys",
+        "greatest": "greatest",
         "delete": "delete_store",
     }
 

@@ -57,6 +57,7 @@ _CALLS = {
     "get_item": "get",
     "delete_item": "del",
     "list_keys": "list",
+    "greatest": "rank",
 }
 
 
@@ -790,7 +791,8 @@ def write_report(path: Path, results: dict[str, Any], info: dict[str, Any]) -> N
         "of repetitions, ratios divide by the anchor named in the column (below 1x = faster).",
         "- Counts (store calls, items, bytes) are deterministic. Store calls of the hosted "
         "mode were counted by the emulator; local modes count the same protocol calls "
-        "in-process (`put` = `set_item`, `list` = `list_keys`, `store` = store GET).",
+        "in-process (`put` = `set_item`, `list` = `list_keys`, `store` = store GET; `rank` = "
+        "the embedded store's one-call latest lookup, which the service does not have).",
         "- Hosted mode ran against the loopback HTTPS emulator in a separate process on the "
         "same cores: its times are client plus emulator CPU, with no network latency. On the "
         "real service each call adds a network round trip, so the call counts are the "

@@ -9,7 +9,9 @@ from typing import Any
 class CountingStore:
     """Wraps a store and counts item-API calls."""
 
-    _COUNTED = frozenset({"get_item", "set_item", "create_item", "delete_item", "list_keys", "get"})
+    _COUNTED = frozenset(
+        {"get_item", "set_item", "create_item", "delete_item", "list_keys", "greatest", "get"}
+    )
 
     def __init__(self, inner: Any) -> None:
         self._inner = inner

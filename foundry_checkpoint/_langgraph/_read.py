@@ -23,7 +23,7 @@ from langgraph.checkpoint.base import (
 from .._aio import bounded, read_newest
 from .._core import Scope
 from .._store._limits import MAX_PAGE
-from .._store._protocol import ItemKey
+from .._store._protocol import ItemKey, RanksByTag
 from ..errors import MissingBlobError
 from . import _config
 from ._context import Context
@@ -93,9 +93,17 @@ async def latest(ctx: Context, scope: Scope, ns: str) -> Latest | None:
     taken on its second alone: the listing goes on until the newest checkpoint id seen is an
     in-order checkpoint and its second is passed, as an in-order checkpoint has a larger id
     than every checkpoint of an older second.
+
+    A store that ranks by tag (the embedded one, :class:`~.._store._protocol.RanksByTag`)
+    answers all of this in one call instead, whatever the number of items in that second.
     """
+    store = scope.store
+    if isinstance(store, RanksByTag):
+        found = await _greatest(store, ns)
+        if not isinstance(found, _Unranked):
+            return found
     first = _FIRST_PAGE_HOSTED if ctx.core.kind == "hosted" else _FIRST_PAGE_LOCAL
-    page = await scope.store.list_keys(tags={TAG_NS: ns_tag(ns)}, limit=first, order="desc")
+    page = await store.list_keys(tags={TAG_NS: ns_tag(ns)}, limit=first, order="desc")
     best: ItemKey | None = None
     writes: list[ItemKey] = []
     while True:
@@ -110,7 +118,7 @@ async def latest(ctx: Context, scope: Scope, ns: str) -> Latest | None:
                 writes.append(key)
         else:
             if page.has_more and page.last_id:
-                page = await scope.store.list_keys(
+                page = await store.list_keys(
                     tags={TAG_NS: ns_tag(ns)}, limit=PAGE, after=page.last_id, order="desc"
                 )
                 continue
@@ -123,6 +131,32 @@ async def latest(ctx: Context, scope: Scope, ns: str) -> Latest | None:
         [w.key for w in writes if pair_of(w) == pair],
         key_tags(best).get(TAG_EARLY) == "0",
     )
+
+
+class _Unranked:
+    """The embedded store's ranking does not apply (see :func:`_greatest`)."""
+
+
+async def _greatest(store: RanksByTag, ns: str) -> Latest | _Unranked | None:
+    """The newest checkpoint of ``ns`` and all its writes keys, from one ranking call.
+
+    The greatest checkpoint id tag is the latest checkpoint (the rule :func:`latest` walks
+    the listing for), and every writes item of it carries the same two tags. Escaping keeps
+    the order of plain ids (uuid6 ones, all that LangGraph makes) but not of every id: when
+    the greatest tag is not a plain id, an escaped id may rank above one it follows, so the
+    answer is :data:`_UNRANKED` and the caller walks the listing instead.
+    """
+    group = await store.greatest(
+        TAG_ID, tags={TAG_NS: ns_tag(ns)}, among={TAG_KIND: KIND_CHECKPOINT}
+    )
+    best = next((k for k in group if key_tags(k).get(TAG_KIND) == KIND_CHECKPOINT), None)
+    if best is None:
+        return None
+    tag = key_tags(best).get(TAG_ID, "")
+    if "~" in tag or tag.startswith("!"):
+        return _Unranked()
+    writes = [k.key for k in group if key_tags(k).get(TAG_KIND) == KIND_WRITES]
+    return Latest(best, writes, True)
 
 
 async def read_record(scope: Scope, key: str) -> CheckpointRecord | None:

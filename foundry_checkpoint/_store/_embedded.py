@@ -335,6 +335,21 @@ class EngineStore:
             has_more=bool(page["has_more"]),
         )
 
+    async def greatest(
+        self, by: str, *, tags: Mapping[str, str], among: Mapping[str, str] | None = None
+    ) -> list[_Key]:
+        """The keys carrying ``tags`` and the greatest value of tag ``by`` (one engine call).
+
+        See :class:`~._protocol.RanksByTag`.
+
+        Raises:
+            FoundryStorageBadRequestError: A bad tag name or value.
+        """
+        found = await self._call(
+            self._engine.greatest, self._name, user=self._user, by=by, tags=tags, among=among
+        )
+        return [_Key.of(entry) for entry in found]
+
     async def delete(self) -> DeletedStateStore:
         """Delete the store and every item in it (every user's)."""
         return DeletedStateStore(await self._call(self._engine.delete_store, self._name))

@@ -23,7 +23,14 @@ from typing import Any, Final
 
 from ._engine_checks import bad_request, validate_identifier, validate_limit, validate_tags
 
-__all__ = ["CURSOR_SQL", "cursor_position", "list_params", "list_query", "page"]
+__all__ = [
+    "CURSOR_SQL",
+    "cursor_position",
+    "greatest_queries",
+    "list_params",
+    "list_query",
+    "page",
+]
 
 _ITEM_COLUMNS: Final = "i.id, i.key, i.etag, i.created_at, i.updated_at, i.tags"
 #: A live cursor item (params: store, part, id, now).
@@ -104,14 +111,7 @@ def list_query(
             " AND t.tag_key = :k0 AND t.tag_value = :v0"
         )
         params.update(k0=first_key, v0=first_value)
-        for index, (tag_key, tag_value) in enumerate(rest, start=1):
-            sql += (
-                " AND EXISTS (SELECT 1 FROM item_tags x WHERE x.store = t.store"
-                f" AND x.part = t.part AND x.key = t.key AND x.tag_key = :k{index}"
-                f" AND x.tag_value = :v{index})"
-            )
-            params[f"k{index}"] = tag_key
-            params[f"v{index}"] = tag_value
+        sql += _carrying(dict(rest), params, start=1)
         columns = ("t.created_at", "t.id")
     else:
         sql = f"SELECT {_ITEM_COLUMNS} FROM items i WHERE i.store = :store AND i.part = :part"
@@ -121,6 +121,61 @@ def list_query(
         sql += f" AND ({columns[0]}, {columns[1]}) {'<' if less else '>'} (:c_at, :c_id)"
     sql += f" ORDER BY {columns[0]} {direction}, {columns[1]} {direction} LIMIT {size + 1}"
     return sql, params, cursor, clean_tags
+
+
+def greatest_queries(
+    by: str, tags: Mapping[str, str], among: Mapping[str, str] | None
+) -> tuple[str, str, dict[str, Any]]:
+    """The two queries of ``StateEngine.greatest``: the greatest ``by`` value, then its group.
+
+    The first walks ``item_tags_by_value`` down from the greatest value of ``by`` to the first
+    live item carrying ``tags`` and ``among``; the second reads every live item carrying
+    ``tags`` with that value (bound as ``:top``). Both use the store, partition and clock
+    parameters of :func:`list_params`.
+
+    Raises:
+        FoundryStorageBadRequestError: A bad tag name or value.
+
+    Example:
+        >>> top, group, params = greatest_queries("id", {"ns": "a"}, {"kind": "cp"})
+        >>> "ORDER BY t.tag_value DESC LIMIT 1" in top, ":top" in group, sorted(params)
+        (True, True, ['by', 'k1', 'k2', 'v1', 'v2'])
+    """
+    clean_tags = validate_tags(tags) or {}
+    clean_among = validate_tags(among) or {}
+    validate_tags({by: "x"})
+    params: dict[str, Any] = {"by": by}
+    base = (
+        " FROM item_tags t CROSS JOIN items i"
+        " ON i.store = t.store AND i.part = t.part AND i.key = t.key"
+        " WHERE t.store = :store AND t.part = :part AND t.tag_key = :by"
+    )
+    live = " AND (i.expires_at IS NULL OR i.expires_at > :now)"
+    carrying = _carrying(clean_tags, params, start=1)
+    top = (
+        "SELECT t.tag_value"
+        + base
+        + carrying
+        + _carrying(clean_among, params, start=1 + len(clean_tags))
+        + live
+        + " ORDER BY t.tag_value DESC LIMIT 1"
+    )
+    group = f"SELECT {_ITEM_COLUMNS}" + base + " AND t.tag_value = :top" + carrying + live
+    return top, group, params
+
+
+def _carrying(tags: Mapping[str, str], params: dict[str, Any], *, start: int) -> str:
+    """``AND EXISTS`` clauses: the item of ``t`` carries every tag (parameters added)."""
+    sql = ""
+    for index, (tag_key, tag_value) in enumerate(tags.items(), start=start):
+        sql += (
+            " AND EXISTS (SELECT 1 FROM item_tags x WHERE x.store = t.store"
+            f" AND x.part = t.part AND x.key = t.key AND x.tag_key = :k{index}"
+            f" AND x.tag_value = :v{index})"
+        )
+        params[f"k{index}"] = tag_key
+        params[f"v{index}"] = tag_value
+    return sql
 
 
 def list_params(

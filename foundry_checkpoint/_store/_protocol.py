@@ -12,7 +12,7 @@ call itself.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 from azure.ai.agentserver.core.storage import (
     DeletedStateStore,
@@ -22,7 +22,7 @@ from azure.ai.agentserver.core.storage import (
     StateStore,
 )
 
-__all__ = ["ItemKey", "ItemRef", "KeyPage", "StateStoreLike", "StoredItem"]
+__all__ = ["ItemKey", "ItemRef", "KeyPage", "RanksByTag", "StateStoreLike", "StoredItem"]
 
 
 class ItemRef(Protocol):
@@ -123,4 +123,20 @@ class StateStoreLike(Protocol):
 
     async def aclose(self) -> None:
         """Release the client's resources."""
+        ...
+
+
+@runtime_checkable
+class RanksByTag(Protocol):
+    """A store that finds the items with the greatest value of a tag in one call.
+
+    The embedded store does (an index on tag values); the service does not, so the adapters
+    check for it and otherwise find the newest item from ``list_keys``.
+    """
+
+    async def greatest(
+        self, by: str, *, tags: Mapping[str, str], among: Mapping[str, str] | None = None
+    ) -> Sequence[ItemKey]:
+        """Every item carrying ``tags`` whose tag ``by`` has the greatest value (string order)
+        among the items carrying ``tags`` and ``among``; empty when there is none."""
         ...

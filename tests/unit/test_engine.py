@@ -17,7 +17,12 @@ from azure.ai.agentserver.core.storage import (
 )
 
 from foundry_checkpoint._store._engine import UNSET, StateEngine
-from foundry_checkpoint._store._engine_list import CURSOR_SQL, list_params, list_query
+from foundry_checkpoint._store._engine_list import (
+    CURSOR_SQL,
+    greatest_queries,
+    list_params,
+    list_query,
+)
 from foundry_checkpoint._store._engine_rows import (
     CURRENT_ITEM_SQL,
     DELETE_ITEM_SQL,
@@ -394,6 +399,49 @@ def test_tag_filter_is_and_of_exact_matches(engine: StateEngine, clock: Clock) -
     assert set(entry) == {"id", "object", "key", "etag", "created_at", "updated_at", "tags"}
 
 
+def test_greatest_returns_the_group_of_the_greatest_tag_value(
+    engine: StateEngine, clock: Clock
+) -> None:
+    """The items sharing the greatest ``by`` value among those carrying the filters."""
+    rows = {
+        "c1": {"kind": "cp", "ns": "a", "id": "0001"},
+        "c3": {"kind": "cp", "ns": "a", "id": "0003"},
+        "w3": {"kind": "w", "ns": "a", "id": "0003"},
+        "w3b": {"kind": "w", "ns": "a", "id": "0003"},
+        "w9": {"kind": "w", "ns": "a", "id": "0009"},  # no checkpoint carries 0009
+        "x7": {"kind": "cp", "ns": "b", "id": "0007"},  # another namespace
+        "c2": {"kind": "cp", "ns": "a", "id": "0002"},  # written last, not the greatest
+    }
+    for key, tags in rows.items():
+        put(engine, key, tags)
+
+    def group(**kw: Any) -> list[str]:
+        return sorted(k["key"] for k in engine.greatest(S, user="u", by="id", **kw))
+
+    assert group(tags={"ns": "a"}, among={"kind": "cp"}) == ["c3", "w3", "w3b"]
+    assert group(tags={"ns": "a"}) == ["w9"]
+    assert group(tags={"ns": "b"}, among={"kind": "cp"}) == ["x7"]
+    assert group(tags={}, among={"kind": "cp"}) == ["x7"]
+    assert group(tags={"ns": "c"}) == []
+    assert engine.greatest(S, user="other", by="id", tags={"ns": "a"}) == []  # partitioned
+    entry = engine.greatest(S, user="u", by="id", tags={"ns": "b"})[0]
+    assert entry == engine.list_keys(S, user="u", tags={"ns": "b"})["data"][0]
+    with pytest.raises(FoundryStorageBadRequestError):
+        engine.greatest(S, user="u", by="bad key!", tags={})
+
+
+def test_greatest_skips_expired_items(clock: Clock) -> None:
+    eng = StateEngine(clock=clock)
+    eng.create_store(S, user_isolation=True, item_ttl_seconds=10)
+    put(eng, "old", {"id": "2"})
+    clock.now += 8
+    put(eng, "new", {"id": "1"})
+    assert [k["key"] for k in eng.greatest(S, user="u", by="id", tags={})] == ["old"]
+    clock.now += 5  # "old" expired, "new" not
+    assert [k["key"] for k in eng.greatest(S, user="u", by="id", tags={})] == ["new"]
+    eng.close()
+
+
 def test_pages_cursors_and_has_more(engine: StateEngine, clock: Clock) -> None:
     for i in range(25):
         clock.now = 1000 + i
@@ -628,6 +676,23 @@ def test_latest_key_queries_use_an_index(
         assert "item_tags_by_value" in plan[0]
     else:
         assert "items_by_order" in plan[0]
+    eng.close()
+
+
+def test_greatest_queries_use_an_index(tmp_path: Path) -> None:
+    eng = StateEngine(tmp_path / "db.sqlite3")
+    eng.create_store(S, user_isolation=True, item_ttl_seconds=3600)
+    for i in range(200):
+        put(eng, f"k{i}", {"kind": "cp" if i % 3 else "w", "ns": f"n{i % 2}", "id": f"{i:04d}"})
+    with eng._transaction(write=True) as conn:
+        conn.execute("ANALYZE")
+    top, group, params = greatest_queries("id", {"ns": "n1"}, {"kind": "cp"})
+    named = list_params(params, S, "u", 0, None)
+    with eng._transaction(write=False) as conn:
+        for sql, args in ((top, named), (group, {**named, "top": "0199"})):
+            plan = [str(row["detail"]) for row in conn.execute("EXPLAIN QUERY PLAN " + sql, args)]
+            _assert_indexed(plan)
+            assert "item_tags_by_value" in plan[0]
     eng.close()
 
 
