@@ -34,6 +34,7 @@ import _compat_pickle
 import base64
 import binascii
 import copyreg
+import functools
 import hashlib
 import importlib
 import io
@@ -56,9 +57,11 @@ __all__ = [
     "CheckpointRefusedError",
     "check_value",
     "decode_payload",
+    "encode_document",
     "encode_payload",
     "payload_hash",
     "type_keys",
+    "verify_document",
 ]
 
 
@@ -125,11 +128,29 @@ def type_keys(types: Iterable[type | str] | None) -> frozenset[str]:
     return frozenset(keys)
 
 
-def encode_payload(checkpoint: WorkflowCheckpoint) -> bytes:
-    """The stored bytes of ``checkpoint`` (a snapshot: nothing refers back to the object)."""
+def encode_document(checkpoint: WorkflowCheckpoint) -> tuple[dict[str, Any], bytes]:
+    """MAF's encoding of ``checkpoint`` and the stored bytes it dumps to (a snapshot: nothing
+    refers back to the object).
+
+    The encoding holds only what JSON round-trips (string keys, JSON scalars, lists and pickle
+    envelopes), so :func:`verify_document` on it answers what :func:`decode_payload` on the
+    bytes would, without parsing them again.
+
+    Example:
+        >>> from agent_framework import WorkflowCheckpoint
+        >>> cp = WorkflowCheckpoint(workflow_name="wf", graph_signature_hash="h")
+        >>> encoded, payload = encode_document(cp)
+        >>> payload == encode_payload(cp), encoded["workflow_name"]
+        (True, 'wf')
+    """
     encoded = _encode_value(checkpoint.to_dict())
     text = json.dumps(encoded, sort_keys=True, separators=(",", ":"))
-    return text.encode("utf-8")
+    return encoded, text.encode("utf-8")
+
+
+def encode_payload(checkpoint: WorkflowCheckpoint) -> bytes:
+    """The stored bytes of ``checkpoint`` (a snapshot: nothing refers back to the object)."""
+    return encode_document(checkpoint)[1]
 
 
 def payload_hash(payload: bytes) -> str:
@@ -236,6 +257,17 @@ def _type_of(*args: Any) -> type:
     return type(args[0])
 
 
+# Keys a _SafeUnpickler admitted, per allow-list, with the class each resolved to. A hit counts
+# only while the module still binds that name to that very class; only admitted keys are kept.
+_ADMITTED: dict[tuple[frozenset[str], str], type] = {}
+_MAX_ADMITTED: Final = 4096
+
+
+@functools.lru_cache(maxsize=64)
+def _modules_of(allowed: frozenset[str]) -> frozenset[str]:
+    return frozenset(k.partition(":")[0] for k in allowed)
+
+
 class _SafeUnpickler(pickle.Unpickler):
     """An unpickler that resolves only admitted classes, judged by where they are defined.
 
@@ -253,7 +285,7 @@ class _SafeUnpickler(pickle.Unpickler):
     def __init__(self, data: bytes, allowed: frozenset[str]) -> None:
         super().__init__(io.BytesIO(data))
         self._allowed = allowed
-        self._allowed_modules = frozenset(k.partition(":")[0] for k in allowed)
+        self._allowed_modules = _modules_of(allowed)
 
     def _module_admitted(self, module: str) -> bool:
         return (
@@ -281,7 +313,19 @@ class _SafeUnpickler(pickle.Unpickler):
             return copyreg._reconstructor  # type: ignore[attr-defined]
         if "." in name:
             raise _Tampered(f"global {key!r} is a dotted name, which checkpoints never hold")
+        memo_key = (self._allowed, key)
+        admitted = _ADMITTED.get(memo_key)
         loaded = sys.modules.get(module)
+        if admitted is not None and loaded is not None and vars(loaded).get(name) is admitted:
+            return admitted  # the very class this key resolved to and passed every check
+        found = self._resolve(module, name, key, loaded)
+        if len(_ADMITTED) >= _MAX_ADMITTED:
+            _ADMITTED.clear()
+        _ADMITTED[memo_key] = found
+        return found
+
+    def _resolve(self, module: str, name: str, key: str, loaded: Any) -> type:
+        """The class ``key`` names, once every check of :meth:`find_class` has passed."""
         if loaded is None and self._module_admitted(module):
             try:
                 loaded = importlib.import_module(module)
@@ -333,6 +377,36 @@ _CALLABLE_KEYS: Final = _VALUE_TYPE_KEYS | {
 }
 
 
+# What each opcode does to the stack, computed once from pickletools' own descriptions:
+# (kind, slots popped below a mark or all of them, pushes, whether it pops to a mark).
+_OP_MARK, _OP_STRING, _OP_GLOBAL, _OP_STACK_GLOBAL = 1, 2, 3, 4
+_OP_PUT, _OP_MEMOIZE, _OP_GET, _OP_DUP, _OP_REDUCE, _OP_OBJ, _OP_INST, _OP_OTHER = range(5, 13)
+_OP_KINDS: Final = {
+    "MARK": _OP_MARK,
+    "GLOBAL": _OP_GLOBAL,
+    "STACK_GLOBAL": _OP_STACK_GLOBAL,
+    "MEMOIZE": _OP_MEMOIZE,
+    "DUP": _OP_DUP,
+    "REDUCE": _OP_REDUCE,
+    "OBJ": _OP_OBJ,
+    "INST": _OP_INST,
+    **dict.fromkeys(_STRING_OPS, _OP_STRING),
+    **dict.fromkeys(_PUT_OPS, _OP_PUT),
+    **dict.fromkeys(_GET_OPS, _OP_GET),
+}
+
+
+def _op_effect(op: pickletools.OpcodeInfo) -> tuple[int, int, int, bool]:
+    before = op.stack_before
+    to_mark = pickletools.markobject in before
+    if to_mark:
+        before = before[: before.index(pickletools.markobject)]
+    return _OP_KINDS.get(op.name, _OP_OTHER), len(before), len(op.stack_after), to_mark
+
+
+_OP_EFFECTS: Final = {op.name: _op_effect(op) for op in pickletools.opcodes}
+
+
 def _check_calls(raw: bytes, unpickler: _SafeUnpickler) -> None:
     """Refuse a pickle that *calls* a class other than a value type, an enum or an allowed one.
 
@@ -365,47 +439,48 @@ def _check_calls(raw: bytes, unpickler: _SafeUnpickler) -> None:
         if not isinstance(found, EnumMeta):
             raise _Tampered(f"a pickle calls {key!r}, which encoders only build with __new__")
 
+    effects = _OP_EFFECTS
     for op, arg, _pos in pickletools.genops(raw):
-        name = op.name
-        if name == "MARK":
-            stack.append(_MARK)
-        elif name in _STRING_OPS:
+        kind, popped, pushed, to_mark = effects[op.name]
+        if kind == _OP_STRING:
             stack.append(("str", arg))
-        elif name == "GLOBAL":
+        elif kind == _OP_MEMOIZE:
+            memo[len(memo)] = stack[-1] if stack else None
+        elif kind == _OP_OTHER:  # generic stack effect, values unknown
+            if to_mark:
+                pop_to_mark()
+            if popped > len(stack):
+                raise _Tampered("a pickle pops past its stack")
+            if popped:
+                del stack[-popped:]
+            if pushed:
+                stack.extend([None] * pushed)
+        elif kind == _OP_MARK:
+            stack.append(_MARK)
+        elif kind == _OP_GLOBAL:
             stack.append(("global", str(arg).replace(" ", ":", 1)))
-        elif name == "STACK_GLOBAL":
+        elif kind == _OP_STACK_GLOBAL:
             qual, mod = stack.pop() if stack else None, stack.pop() if stack else None
             ok = isinstance(qual, tuple) and isinstance(mod, tuple) and qual[0] == mod[0] == "str"
             stack.append(("global", f"{mod[1]}:{qual[1]}") if ok else None)  # type: ignore[index]
-        elif name in _PUT_OPS:
+        elif kind == _OP_PUT:
             memo[cast(int, arg)] = stack[-1] if stack else None
-        elif name == "MEMOIZE":
-            memo[len(memo)] = stack[-1] if stack else None
-        elif name in _GET_OPS:
+        elif kind == _OP_GET:
             stack.append(memo.get(cast(int, arg)))
-        elif name == "DUP":
+        elif kind == _OP_DUP:
             stack.append(stack[-1] if stack else None)
-        elif name == "REDUCE":
+        elif kind == _OP_REDUCE:
             stack.pop()
             check_call(stack.pop() if stack else None)
             stack.append(None)
-        elif name == "OBJ":
+        elif kind == _OP_OBJ:
             items = pop_to_mark()
             check_call(items[0] if items else None)
             stack.append(None)
-        elif name == "INST":
+        else:  # INST
             pop_to_mark()
             check_call(("global", str(arg).replace(" ", ":", 1)))
             stack.append(None)
-        else:  # generic stack effect, values unknown
-            before = op.stack_before
-            if pickletools.markobject in before:
-                pop_to_mark()
-                before = before[: before.index(pickletools.markobject)]
-            if len(before) > len(stack):
-                raise _Tampered("a pickle pops past its stack")
-            del stack[len(stack) - len(before) :]
-            stack.extend([None] * len(op.stack_after))
 
 
 def _unpickle(envelope: dict[str, Any], allowed: frozenset[str]) -> Any:
@@ -426,15 +501,45 @@ def _unpickle(envelope: dict[str, Any], allowed: frozenset[str]) -> Any:
     return value
 
 
-def _decode_value(value: Any, allowed: frozenset[str], depth: int = 0) -> Any:
+# Pickle envelopes that passed the full check (walked and unpickled) while a save verified its
+# checkpoint, by (admitted types, recorded type, sha256 of the data). A later save holding the
+# very same envelope (state or history that did not change since the last superstep) is not
+# walked and unpickled again. Only passes are kept; loads never consult it.
+_VERIFIED: dict[tuple[frozenset[str], str, bytes], None] = {}
+_MAX_VERIFIED: Final = 4096
+
+
+def _verify_envelope(envelope: dict[str, Any], allowed: frozenset[str]) -> Any:
+    """:func:`_unpickle` for a save's check: None (not the value) for an envelope already
+    checked under ``allowed``."""
+    data, expected = envelope[_PICKLE_MARKER], envelope[_TYPE_MARKER]
+    if not isinstance(data, str) or not isinstance(expected, str) or not data.isascii():
+        return _unpickle(envelope, allowed)  # raises as a load would
+    key = (allowed, expected, hashlib.sha256(data.encode("ascii")).digest())
+    if key in _VERIFIED:
+        return None
+    value = _unpickle(envelope, allowed)
+    if len(_VERIFIED) >= _MAX_VERIFIED:
+        _VERIFIED.clear()
+    _VERIFIED[key] = None
+    return value
+
+
+def _decode_value(
+    value: Any, allowed: frozenset[str], depth: int = 0, *, verifying: bool = False
+) -> Any:
     if depth > _MAX_DEPTH:
         raise CorruptPayloadError(f"values are nested more than {_MAX_DEPTH} levels deep")
     if isinstance(value, dict):
         if _PICKLE_MARKER in value and _TYPE_MARKER in value:
+            if verifying:
+                return _verify_envelope(value, allowed)
             return _unpickle(value, allowed)
-        return {k: _decode_value(v, allowed, depth + 1) for k, v in value.items()}
+        return {
+            k: _decode_value(v, allowed, depth + 1, verifying=verifying) for k, v in value.items()
+        }
     if isinstance(value, list):
-        return [_decode_value(v, allowed, depth + 1) for v in value]
+        return [_decode_value(v, allowed, depth + 1, verifying=verifying) for v in value]
     return value
 
 
@@ -470,8 +575,35 @@ def decode_payload(
             f"Checkpoint {checkpoint_id!r} is stored in an unreadable form (not UTF-8 JSON "
             f"of a sane depth): {type(exc).__name__}"
         ) from exc
+    return _checkpoint_from(encoded, allowed, checkpoint_id, verifying=False)
+
+
+def verify_document(encoded: Any, *, allowed: frozenset[str], checkpoint_id: str) -> None:
+    """Raise what :func:`decode_payload` would raise on the bytes :func:`encode_document`
+    dumps ``encoded`` to; nothing when they decode.
+
+    The encoding holds only what JSON round-trips, so it is checked as it is, without dumping
+    and parsing it again. A pickle envelope that already passed under the same allowed types
+    (on an earlier save in this process) is not walked and unpickled again.
+
+    Example:
+        >>> from agent_framework import WorkflowCheckpoint
+        >>> cp = WorkflowCheckpoint(workflow_name="wf", graph_signature_hash="h", state={"n": 1})
+        >>> encoded, _ = encode_document(cp)
+        >>> verify_document(encoded, allowed=frozenset(), checkpoint_id=cp.checkpoint_id)
+        >>> verify_document(encoded, allowed=frozenset(), checkpoint_id="another")
+        Traceback (most recent call last):
+        ...
+        foundry_checkpoint_maf._payload.CheckpointDecodeError: Checkpoint 'another' holds ...
+    """
+    _checkpoint_from(encoded, allowed, checkpoint_id, verifying=True)
+
+
+def _checkpoint_from(
+    encoded: Any, allowed: frozenset[str], checkpoint_id: str, *, verifying: bool
+) -> WorkflowCheckpoint:
     try:
-        decoded = _decode_value(encoded, _admitted(allowed))
+        decoded = _decode_value(encoded, _admitted(allowed), verifying=verifying)
     except _Tampered as exc:
         raise CheckpointRefusedError(
             f"Checkpoint {checkpoint_id!r} was refused, nothing in it was run: {exc}. The item "

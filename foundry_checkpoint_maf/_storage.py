@@ -39,9 +39,10 @@ from ._maintenance import Maintenance
 from ._payload import (
     CheckpointRefusedError,
     decode_payload,
-    encode_payload,
+    encode_document,
     payload_hash,
     type_keys,
+    verify_document,
 )
 from ._records import (
     StoredCheckpoint,
@@ -67,14 +68,14 @@ def _prepared(
     """The payload, tags and extra fields to store ``checkpoint`` under, once it is known to
     decode again under ``allowed``."""
     try:
-        payload = encode_payload(checkpoint)
+        encoded, payload = encode_document(checkpoint)
     except Exception as exc:
         raise WorkflowCheckpointException(
             f"Checkpoint {checkpoint_id!r} of workflow {checkpoint.workflow_name!r} cannot be "
             f"encoded ({type(exc).__name__}: {exc}); nothing was stored"
         ) from exc
     try:
-        decode_payload(payload, allowed=allowed, checkpoint_id=checkpoint_id)
+        verify_document(encoded, allowed=allowed, checkpoint_id=checkpoint_id)
     except WorkflowCheckpointException as exc:
         raise WorkflowCheckpointException(
             f"Refusing to save checkpoint {checkpoint_id!r} of workflow "

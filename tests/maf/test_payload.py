@@ -2,17 +2,29 @@
 
 from __future__ import annotations
 
+import enum
+import json
 import random
+import uuid
 from datetime import datetime, timedelta, timezone
+from typing import Any
 
 import pytest
-from agent_framework import WorkflowCheckpointException
+from agent_framework import WorkflowCheckpoint, WorkflowCheckpointException
 from azure.ai.agentserver.core.storage import StateStoreItemKey
 from hypothesis import given
 from hypothesis import strategies as st
 
 from foundry_checkpoint._store._naming import escape, unescape
-from foundry_checkpoint_maf._payload import type_keys
+from foundry_checkpoint_maf import _payload
+from foundry_checkpoint_maf._payload import (
+    CheckpointDecodeError,
+    decode_payload,
+    encode_document,
+    encode_payload,
+    type_keys,
+    verify_document,
+)
 from foundry_checkpoint_maf._records import pick_latest, sortable_timestamp
 
 
@@ -91,3 +103,86 @@ def test_type_keys() -> None:
         type_keys(["nocolon"])
     with pytest.raises(TypeError):
         type_keys([3.5])  # type: ignore[list-item]
+
+
+class Colour(str, enum.Enum):
+    """A str subclass that JSON writes as a plain string."""
+
+    RED = "red"
+
+
+class Mine:
+    """An application class, admitted only where it is allowed."""
+
+    def __init__(self, value: int) -> None:
+        self.value = value
+
+
+_STATES: list[Any] = [
+    {},
+    {"n": 1, "f": 1.5, "inf": float("inf"), "none": None, "flag": True},
+    {"nested": [[{"a": ["é", "\u2603", "\ud800"]}]], "colour": Colour.RED},
+    {"when": datetime(2025, 1, 2, tzinfo=timezone.utc), "id": uuid.UUID(int=7)},
+    {"tuple": (1, 2), "set": {3}, "keys": {1: "int key"}},
+]
+
+
+@pytest.mark.parametrize("state", _STATES)
+def test_save_check_agrees_with_the_decoder_of_the_stored_bytes(state: Any) -> None:
+    cp = WorkflowCheckpoint(workflow_name="wf", graph_signature_hash="h", state=state)
+    encoded, payload = encode_document(cp)
+    assert payload == encode_payload(cp)
+    assert json.loads(payload) == json.loads(json.dumps(encoded))
+    verify_document(encoded, allowed=frozenset(), checkpoint_id=cp.checkpoint_id)
+    back = decode_payload(payload, allowed=frozenset(), checkpoint_id=cp.checkpoint_id)
+    assert back.to_dict().keys() == cp.to_dict().keys()
+
+
+def _count_unpickles(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    seen: list[str] = []
+    real = _payload._unpickle
+
+    def counting(envelope: dict[str, Any], allowed: frozenset[str]) -> Any:
+        seen.append(envelope["__type__"])
+        return real(envelope, allowed)
+
+    monkeypatch.setattr(_payload, "_unpickle", counting)
+    monkeypatch.setattr(_payload, "_VERIFIED", {})  # what earlier tests checked is forgotten
+    return seen
+
+
+def test_an_unchanged_pickle_is_checked_once_across_saves(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    unpickled = _count_unpickles(monkeypatch)
+    history = [datetime(2025, 1, 1, tzinfo=timezone.utc) + timedelta(days=i) for i in range(5)]
+    first = WorkflowCheckpoint(workflow_name="wf", graph_signature_hash="h", state={"h": history})
+    verify_document(
+        encode_document(first)[0], allowed=frozenset(), checkpoint_id=first.checkpoint_id
+    )
+    assert len(unpickled) == 5
+    history.append(datetime(2026, 1, 1, tzinfo=timezone.utc))
+    second = WorkflowCheckpoint(workflow_name="wf", graph_signature_hash="h", state={"h": history})
+    verify_document(
+        encode_document(second)[0], allowed=frozenset(), checkpoint_id=second.checkpoint_id
+    )
+    assert len(unpickled) == 6  # only the new value was walked and unpickled
+    # loads never skip a check
+    decode_payload(encode_payload(second), allowed=frozenset(), checkpoint_id=second.checkpoint_id)
+    assert len(unpickled) == 12
+
+
+def test_a_pass_under_one_allow_list_admits_nothing_under_another(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    unpickled = _count_unpickles(monkeypatch)
+    mine = f"{Mine.__module__}:{Mine.__qualname__}"
+    cp = WorkflowCheckpoint(workflow_name="wf", graph_signature_hash="h", state={"m": Mine(1)})
+    encoded = encode_document(cp)[0]
+    verify_document(encoded, allowed=frozenset({mine}), checkpoint_id=cp.checkpoint_id)
+    verify_document(encoded, allowed=frozenset({mine}), checkpoint_id=cp.checkpoint_id)
+    assert unpickled == [mine]
+    for _ in range(2):  # a refusal is never remembered: every save is refused again
+        with pytest.raises(CheckpointDecodeError, match="not an allowed checkpoint type"):
+            verify_document(encoded, allowed=frozenset(), checkpoint_id=cp.checkpoint_id)
+    assert unpickled == [mine, mine, mine]
