@@ -39,13 +39,16 @@ async def bounded(coros: Iterable[Awaitable[T]], limit: int = CONCURRENCY) -> li
     Returns:
         Their results, in the order of ``coros``.
     """
+    awaitables = list(coros)
+    if len(awaitables) <= 1:  # nothing to run concurrently: no task, no semaphore
+        return [await aw for aw in awaitables]
     semaphore = asyncio.Semaphore(limit)
 
     async def one(aw: Awaitable[T]) -> T:
         async with semaphore:
             return await aw
 
-    return list(await asyncio.gather(*(one(c) for c in coros)))
+    return list(await asyncio.gather(*(one(c) for c in awaitables)))
 
 
 async def read_newest(

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Mapping, Sequence
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 from azure.ai.agentserver.core.storage import FoundryStoragePreconditionError
 from langchain_core.runnables import RunnableConfig
@@ -57,6 +57,9 @@ from ._records import (
     unpack_writes,
     writes_key,
 )
+
+if TYPE_CHECKING:
+    from ..spill import SpillStore
 
 __all__ = ["SPILL_THRESHOLD", "put", "put_writes"]
 
@@ -203,27 +206,31 @@ async def _channel_table(
             fresh.append(name)
         else:
             absent[name] = versions[name]
-    made = await bounded(_entry(ctx, scope, versions[name], values[name]) for name in fresh)
-    table.update(zip(fresh, made, strict=True))
+    spill = ctx.core.spill
+    large: list[str] = []
+    for name in fresh:
+        type_, data = ctx.serde.dumps_typed(values[name])
+        table[name] = ChannelEntry(versions[name], type_, data, None, len(data))
+        if spill is not None and len(data) > SPILL_THRESHOLD:
+            large.append(name)
+    if large:
+        assert spill is not None
+        stored = await bounded(_spilled(scope, spill, table[name]) for name in large)
+        table.update(zip(large, stored, strict=True))
     return {name: table[name] for name in versions if name in table}, absent
 
 
-async def _entry(
-    ctx: Context, scope: Scope, version: str | int | float, value: Any
-) -> ChannelEntry:
-    """One channel value serialized: inline, or (over :data:`SPILL_THRESHOLD`) a stored blob."""
-    type_, data = ctx.serde.dumps_typed(value)
-    spill = ctx.core.spill
-    if spill is None or len(data) <= SPILL_THRESHOLD:
-        return ChannelEntry(version, type_, data, None, len(data))
+async def _spilled(scope: Scope, spill: SpillStore, entry: ChannelEntry) -> ChannelEntry:
+    """A serialized channel value (over :data:`SPILL_THRESHOLD`) stored as a blob of its own."""
     spill_ns = await scope.namespace(create=True)
     if spill_ns is None:  # pragma: no cover - create=True always yields one
         raise FoundryCheckpointError(f"no spill namespace for {scope.where('-')}")
+    assert entry.data is not None
     # Blob first, item second: an item never references a blob that was not stored. A
     # blob already there (same content) is not uploaded again, only refreshed. The store
     # hashes the value (its address) and returns the digest.
-    digest = await spill.put(spill_ns, data)
-    return ChannelEntry(version, type_, None, digest, len(data))
+    digest = await spill.put(spill_ns, entry.data)
+    return ChannelEntry(entry.version, entry.type, None, digest, entry.size)
 
 
 async def put_writes(

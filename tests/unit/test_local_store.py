@@ -160,18 +160,27 @@ async def test_deleted_store_reads_as_missing(engine: StateEngine) -> None:
         await store.set_item("a", {})
 
 
-async def test_calls_run_off_the_event_loop(
-    engine: StateEngine, monkeypatch: pytest.MonkeyPatch
+async def test_engine_calls_never_run_on_the_callers_loop(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    store = await EngineStore.get_or_create(engine, "s", user_isolation=True, item_ttl_seconds=-1)
-    on_loop_thread: list[bool] = []
-    original = engine.put_item
+    """SQLite work (which may wait for another process's write lock) runs on the adapter's
+    private loop, not on the loop that awaits the adapter."""
+    from langgraph.checkpoint.base import empty_checkpoint
 
-    def spy(*args: Any, **kwargs: Any) -> Any:
-        on_loop_thread.append(threading.current_thread() is threading.main_thread())
-        return original(*args, **kwargs)
+    from foundry_checkpoint import FoundryCheckpointer
 
-    monkeypatch.setattr(engine, "put_item", spy)
-    await store.set_item("a", {})
-    assert threading.current_thread() is threading.main_thread()
-    assert on_loop_thread == [False]
+    monkeypatch.setenv("AGENTSERVER_STATE_ROOT", str(tmp_path))
+    threads: list[threading.Thread] = []
+    original = StateEngine.put_item
+
+    def spy(self: StateEngine, *args: Any, **kwargs: Any) -> Any:
+        threads.append(threading.current_thread())
+        return original(self, *args, **kwargs)
+
+    monkeypatch.setattr(StateEngine, "put_item", spy)
+    async with FoundryCheckpointer() as saver:
+        config = {"configurable": {"thread_id": "t", "checkpoint_ns": ""}}
+        await saver.aput(config, empty_checkpoint(), {"source": "input", "step": -1}, {})
+        saver.put(config, empty_checkpoint(), {"source": "input", "step": -1}, {})
+    assert len(threads) >= 2  # both checkpoints (and the thread's registration) were written
+    assert threading.main_thread() not in threads
