@@ -251,7 +251,7 @@ class StateEngine(EngineDatabase):
             store = rows.item_store(conn, name)
             part = store.partition(user)
             now = self._now()
-            rows.purge_expired(conn, name, now)
+            self._purge(conn, name, now)
             if rows.current(conn, name, part, key, now) is not None:
                 raise FoundryStorageConflictError(
                     f"State store item {key!r} already exists.", status_code=409
@@ -289,7 +289,7 @@ class StateEngine(EngineDatabase):
             store = rows.item_store(conn, name)
             part = store.partition(user)
             now = self._now()
-            rows.purge_expired(conn, name, now)
+            self._purge(conn, name, now)
             current = rows.current(conn, name, part, key, now)
             rows.check_if_match(key, current, if_match)
             if current is None:
@@ -358,7 +358,7 @@ class StateEngine(EngineDatabase):
             store = rows.item_store(conn, name)
             part = store.partition(user)
             now = self._now()
-            rows.purge_expired(conn, name, now)
+            self._purge(conn, name, now)
             current = rows.current(conn, name, part, key, now)
             rows.check_if_match(key, current, if_match)
             if current is not None:
@@ -451,6 +451,20 @@ class StateEngine(EngineDatabase):
                 return []
             found = conn.execute(group_sql, {**named, "top": top[0]}).fetchall()
         return [_key_entry(row) for row in found]
+
+    def _purge(self, conn: sqlite3.Connection, name: str, now: int) -> None:
+        """Lazy TTL clean-up: a batch of a store's expired items, at most once a second.
+
+        Reads filter expired items themselves; the clean-up only bounds what they leave.
+        """
+        second, stores = self._purged
+        if second != now:
+            self._purged = (now, {name})
+        elif name in stores:
+            return
+        else:
+            stores.add(name)
+        rows.purge_expired(conn, name, now)
 
     def _insert(
         self,

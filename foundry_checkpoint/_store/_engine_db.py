@@ -177,6 +177,8 @@ class EngineDatabase:
         self._clock = clock
         self._lock = threading.Lock()
         self._conn: sqlite3.Connection | None = open_database(self._path)
+        self._purged: tuple[int, set[str]] = (-1, set())
+        """The second of the last expiry clean-up and the stores cleaned up in it."""
 
     @property
     def path(self) -> Path | None:

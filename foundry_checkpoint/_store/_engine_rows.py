@@ -239,7 +239,8 @@ def insert(
             store.expires_at(now),
         ),
     )
-    replace_tags(conn, store.name, part, key, tags, now, item_id)
+    if tags:  # a new item has no tag rows yet (delete_row removes them with the item)
+        _insert_tags(conn, store.name, part, key, tags, now, item_id)
     return {
         "id": item_id,
         "object": ITEM_OBJECT,
@@ -262,10 +263,21 @@ def replace_tags(
     """Replace the tag rows of an item (they carry its order columns for indexed listing)."""
     conn.execute(DELETE_TAGS_SQL, (store, part, key))
     if tags:
-        conn.executemany(
-            INSERT_TAG_SQL,
-            [(store, part, key, k, v, created_at, item_id) for k, v in tags.items()],
-        )
+        _insert_tags(conn, store, part, key, tags, created_at, item_id)
+
+
+def _insert_tags(
+    conn: sqlite3.Connection,
+    store: str,
+    part: str,
+    key: str,
+    tags: Mapping[str, str],
+    created_at: int,
+    item_id: str,
+) -> None:
+    conn.executemany(
+        INSERT_TAG_SQL, [(store, part, key, k, v, created_at, item_id) for k, v in tags.items()]
+    )
 
 
 def delete_row(conn: sqlite3.Connection, store: str, part: str, key: str) -> None:
