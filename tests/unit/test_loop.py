@@ -97,3 +97,85 @@ def test_errors_propagate_to_the_caller() -> None:
             lt.run(boom())
     finally:
         lt.close()
+
+
+async def test_async_errors_and_context_cross_to_the_private_loop() -> None:
+    """``arun`` runs the coroutine on the private thread, in the caller's context
+    (the per-request identity travels that way), and raises its error in the caller."""
+    import contextvars
+
+    who: contextvars.ContextVar[str] = contextvars.ContextVar("who", default="nobody")
+    lt = LoopThread("bridge-test")
+
+    async def seen() -> tuple[str, bool]:
+        return who.get(), threading.current_thread() is threading.main_thread()
+
+    async def boom() -> None:
+        raise KeyError("x")
+
+    try:
+        token = who.set("ann")
+        assert await lt.arun(seen()) == ("ann", False)
+        who.reset(token)
+        with pytest.raises(KeyError):
+            await lt.arun(boom())
+    finally:
+        lt.close()
+
+
+async def test_cancelling_the_caller_cancels_the_coroutine() -> None:
+    lt = LoopThread("bridge-test")
+    started = threading.Event()
+    outcome: list[str] = []
+
+    async def slow() -> None:
+        started.set()
+        try:
+            await asyncio.sleep(30)
+            outcome.append("finished")
+        except asyncio.CancelledError:
+            outcome.append("cancelled")
+            raise
+
+    try:
+        call = asyncio.ensure_future(lt.arun(slow()))
+        await asyncio.to_thread(started.wait, 5)
+        call.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await call
+        for _ in range(100):
+            if outcome:
+                break
+            await asyncio.sleep(0.01)
+        assert outcome == ["cancelled"]
+        assert await lt.arun(_where()) != threading.main_thread().name  # still serving
+    finally:
+        lt.close()
+
+
+async def test_a_call_cancelled_before_it_starts_never_runs() -> None:
+    lt = LoopThread("bridge-test")
+    release = threading.Event()
+    ran: list[bool] = []
+
+    async def hold() -> None:
+        release.wait(5)  # blocks the private loop: nothing else starts meanwhile
+
+    async def mark() -> None:
+        ran.append(True)
+
+    try:
+        held = asyncio.ensure_future(lt.arun(hold()))
+        await asyncio.sleep(0.05)
+        call = asyncio.ensure_future(lt.arun(mark()))
+        await asyncio.sleep(0.05)  # submitted, not started: the loop is held
+        call.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await call
+        release.set()
+        await held
+        await lt.arun(_where())  # everything submitted before has had its turn
+        assert ran == []
+    finally:
+        release.set()
+        lt.close()
