@@ -65,7 +65,7 @@ from ._store._naming import (
     item_key,
     store_name,
 )
-from ._store._protocol import ItemKey, StateStoreLike, StoredItem
+from ._store._protocol import ItemKey, RanksByTag, StateStoreLike, StoredItem
 from .errors import (
     FoundryCheckpointError,
 )
@@ -138,6 +138,8 @@ async def newest_item(
     store: StateStoreLike,
     tags: Mapping[str, str],
     pick: Callable[[list[ItemKey]], ItemKey],
+    *,
+    rank: str | None = None,
 ) -> tuple[ItemKey, StoredItem] | None:
     """The newest item carrying ``tags``, listed again when it went before it was read.
 
@@ -146,13 +148,19 @@ async def newest_item(
         tags: the tags the item carries.
         pick: chooses the newest among :func:`~._store._listing.newest_second`'s keys (by the
             caller's own monotonic key).
+        rank: a tag whose greatest value (in string order) marks the newest items. A store
+            that ranks by tag (the embedded one) then gives ``pick`` just the items with that
+            value, in one call, however many items share the newest second.
 
     Returns:
         The chosen key and its item, or None when there is none.
     """
 
     async def find() -> ItemKey | None:
-        candidates = await newest_second(store, tags)
+        if rank is not None and isinstance(store, RanksByTag):
+            candidates = list(await store.greatest(rank, tags=tags))
+        else:
+            candidates = await newest_second(store, tags)
         return pick(candidates) if candidates else None
 
     async def read(key: ItemKey) -> StoredItem | None:

@@ -33,6 +33,7 @@ from foundry_checkpoint.errors import CorruptPayloadError, FoundryCheckpointErro
 
 from ._payload import CheckpointDecodeError
 from ._records import (
+    TAG_TS,
     StoredCheckpoint,
     checkpoint_key,
     id_filter,
@@ -124,7 +125,7 @@ class ContextItems:
         scope = await self._existing()
         if scope is None:
             return None
-        found = await newest_item(scope.store, kind_filter(workflow_name), pick_latest)
+        found = await newest_item(scope.store, kind_filter(workflow_name), pick_latest, rank=TAG_TS)
         if found is None:
             return None
         best, item = found

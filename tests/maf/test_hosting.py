@@ -49,7 +49,7 @@ class _CallIdRecorder:
 
     def __getattr__(self, name: str) -> Any:
         attr = getattr(self._inner, name)
-        if name not in {"get_item", "set_item", "list_keys", "delete_item"}:
+        if name not in {"get_item", "set_item", "list_keys", "greatest", "delete_item"}:
             return attr
 
         async def _recorded(*args: Any, **kwargs: Any) -> Any:
