@@ -6,6 +6,7 @@ import json
 import os
 import resource
 import statistics
+import sys
 import time
 from collections import Counter
 from collections.abc import Callable, Sequence
@@ -102,6 +103,8 @@ class LocalCounters:
         self.spill_puts = 0
         self.spill_bytes = 0
         self._installed = False
+        self._sdk_installed = False
+        self._blob_installed = False
 
     def snapshot(self) -> dict[str, Any]:
         """The counts so far."""
@@ -120,11 +123,27 @@ class LocalCounters:
         self.items = self.item_bytes = self.file_bytes = 0
         self.spill_puts = self.spill_bytes = 0
 
-    def install(self) -> LocalCounters:
-        """Install the wrappers (once per process)."""
-        if self._installed:
-            return self
-        self._installed = True
+    def install(self, *, sdk: bool) -> LocalCounters:
+        """Install the wrappers (once per process); the SDK local mode's only when ``sdk``.
+
+        The SDK's wrappers import its local-mode modules, which the embedded default never
+        loads: installing them for every run would add their memory to every run's peak RSS.
+        ``AzureBlobSpill`` is wrapped once a run has imported it, for the same reason.
+        """
+        if not self._installed:
+            self._installed = True
+            self._install_engine()
+        if sdk and not self._sdk_installed:
+            self._sdk_installed = True
+            self._install_sdk()
+        azure_spill = sys.modules.get("foundry_checkpoint.spill._azure")
+        if azure_spill is not None and not self._blob_installed:
+            # Only once a run has loaded it (hosted spill, FOUNDRY_CHECKPOINT_BLOB_*).
+            self._blob_installed = True
+            self._wrap_spill(azure_spill.AzureBlobSpill)
+        return self
+
+    def _install_engine(self) -> None:
         import foundry_checkpoint._store._engine as engine_module
 
         original_validate = engine_module.validate_value
@@ -139,6 +158,11 @@ class LocalCounters:
         from foundry_checkpoint._store._embedded import EngineStore
 
         self._wrap_class(EngineStore, sdk=False)
+        from foundry_checkpoint.spill import LocalSpill
+
+        self._wrap_spill(LocalSpill)
+
+    def _install_sdk(self) -> None:
         try:
             from foundry_checkpoint._store._sdk_local import LockedSdkStore
         except ImportError:  # pragma: no cover - depends on the tree
@@ -155,11 +179,6 @@ class LocalCounters:
             self.file_bytes += os.path.getsize(backend_self._path)
 
         setattr(backend, "_write", counting_write)  # noqa: B010
-        from foundry_checkpoint.spill import AzureBlobSpill, LocalSpill
-
-        for cls in (LocalSpill, AzureBlobSpill):
-            self._wrap_spill(cls)
-        return self
 
     def _wrap_spill(self, cls: type) -> None:
         original: Callable[..., Any] = getattr(cls, "put")  # noqa: B009

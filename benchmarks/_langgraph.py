@@ -221,7 +221,7 @@ class Subject:
                 endpoint=self.emulator.endpoint,
                 **self.emulator.client_kwargs(),
             )
-        self.local.install()
+        self.local.install(sdk=self.key == "fc-sdk")
         saver = FoundryCheckpointer(**kwargs)
         try:
             yield saver

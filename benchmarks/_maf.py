@@ -115,7 +115,7 @@ class Subject:
                     endpoint=self.emulator.endpoint,
                     **self.emulator.client_kwargs(),
                 )
-            self.local.install()
+            self.local.install(sdk=self.key == "fc-sdk")
             storage = FoundryCheckpointStorage(context_id, **kwargs)
             try:
                 yield storage

@@ -9,7 +9,8 @@ Microsoft Agent Framework: see :mod:`foundry_checkpoint_maf`.
 
 With ``FOUNDRY_HOSTING_ENVIRONMENT`` unset the data lives in an embedded SQLite store under
 ``AGENTSERVER_STATE_ROOT``; inside a Foundry-hosted agent the same objects use the hosted
-service. ``FoundryCheckpointer`` is imported lazily, so this package imports without LangGraph.
+service. ``FoundryCheckpointer`` is imported lazily, so this package imports without LangGraph;
+``AzureBlobSpill`` too, so local mode never loads the blob storage client code.
 """
 
 from __future__ import annotations
@@ -28,11 +29,12 @@ from .errors import (
     IsolationRefusedError,
     MissingBlobError,
 )
-from .spill import AzureBlobSpill, LocalSpill, SpillStore
+from .spill import LocalSpill, SpillStore
 
 if TYPE_CHECKING:
     from ._langgraph._saver import FoundryCheckpointer
     from ._serde import StrictSerializer
+    from .spill import AzureBlobSpill
 
 __all__ = [
     "AzureBlobSpill",
@@ -66,6 +68,10 @@ def __getattr__(name: str) -> Any:
                 raise ImportError(f"FoundryCheckpointer needs LangGraph: {hint}") from exc
             raise
         return FoundryCheckpointer
+    if name == "AzureBlobSpill":
+        from .spill import AzureBlobSpill
+
+        return AzureBlobSpill
     if name == "StrictSerializer":
         from ._serde import StrictSerializer
 

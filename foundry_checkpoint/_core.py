@@ -335,12 +335,16 @@ class CheckpointCore:
         self._factory = StoreFactory(
             self.kind,
             item_ttl_seconds=item_ttl_seconds,
-            hosted=HostedClients(
-                endpoint=endpoint,
-                user_id=options.user_id,
-                item_ttl_seconds=item_ttl_seconds,
-                credential=options.credential,
-                client_kwargs=options.client_kwargs,
+            hosted=(
+                HostedClients(
+                    endpoint=endpoint,
+                    user_id=options.user_id,
+                    item_ttl_seconds=item_ttl_seconds,
+                    credential=options.credential,
+                    client_kwargs=options.client_kwargs,
+                )
+                if self.kind == "hosted"
+                else None
             ),
         )
         root = default_state_root()
@@ -553,11 +557,13 @@ def _index_key(scope_id: str | None) -> str:
 
 
 def _default_spill(kind: BackendKind, root: Path) -> SpillStore | None:
-    from .spill import AzureBlobSpill, LocalSpill
+    from .spill import LocalSpill
+    from .spill._env import blob_env_configured
 
-    configured = AzureBlobSpill.from_env()
-    if configured is not None:
-        return configured
+    if blob_env_configured():
+        from .spill import AzureBlobSpill
+
+        return AzureBlobSpill.from_env()
     if kind == "hosted":
         return None
     return LocalSpill(root / "foundry_checkpoint" / "spill")

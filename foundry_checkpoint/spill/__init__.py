@@ -40,8 +40,25 @@ Example:
 
 from __future__ import annotations
 
-from ._azure import AzureBlobSpill
+from typing import TYPE_CHECKING, Any
+
 from ._local import LocalSpill
 from ._protocol import BlobInfo, SpillStore
 
+if TYPE_CHECKING:
+    from ._azure import AzureBlobSpill
+
 __all__ = ["AzureBlobSpill", "BlobInfo", "LocalSpill", "SpillStore"]
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))
+
+
+def __getattr__(name: str) -> Any:
+    # AzureBlobSpill is imported on first use: local mode never loads the blob client code.
+    if name == "AzureBlobSpill":
+        from ._azure import AzureBlobSpill
+
+        return AzureBlobSpill
+    raise AttributeError(f"module 'foundry_checkpoint.spill' has no attribute {name!r}")

@@ -30,6 +30,7 @@ from ._azure_clients import (
     connection_string_field,
     import_blob_aio,
 )
+from ._env import ENV_ACCOUNT_URL, ENV_CONNECTION_STRING, ENV_CONTAINER, ENV_PREFIX
 from ._protocol import (
     DIGEST_RE,
     BlobInfo,
@@ -77,10 +78,10 @@ class AzureBlobSpill(AsyncClosing):
         'azure:myaccount/checkpoints/foundry-checkpoint'
     """
 
-    ENV_CONNECTION_STRING = "FOUNDRY_CHECKPOINT_BLOB_CONNECTION_STRING"
-    ENV_ACCOUNT_URL = "FOUNDRY_CHECKPOINT_BLOB_ACCOUNT_URL"
-    ENV_CONTAINER = "FOUNDRY_CHECKPOINT_BLOB_CONTAINER"
-    ENV_PREFIX = "FOUNDRY_CHECKPOINT_BLOB_PREFIX"
+    ENV_CONNECTION_STRING = ENV_CONNECTION_STRING
+    ENV_ACCOUNT_URL = ENV_ACCOUNT_URL
+    ENV_CONTAINER = ENV_CONTAINER
+    ENV_PREFIX = ENV_PREFIX
     DEFAULT_CONTAINER = "foundry-checkpoint"
     DEFAULT_PREFIX = "foundry-checkpoint"
 
