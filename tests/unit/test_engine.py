@@ -193,6 +193,18 @@ def test_value_size_counts_utf8_bytes_of_default_json(engine: StateEngine) -> No
     assert info.value.param == "value"
 
 
+def test_value_size_counts_the_default_separators(engine: StateEngine) -> None:
+    # Compact, this list fits the limit; json.dumps puts a space after every comma.
+    over = {"d": [0] * (MB // 2 - 4)}
+    compact = json.dumps(over, separators=(",", ":"))
+    assert len(compact) <= MB < len(json.dumps(over))
+    with pytest.raises(FoundryStorageBadRequestError):
+        engine.create_item(S, "k", over, None, user="u")
+    fits = {"d": "a,b:" * (MB // 4 - 8)}  # separators inside a string gain no space
+    assert len(json.dumps(fits)) <= MB
+    assert engine.create_item(S, "k", fits, None, user="u")["key"] == "k"
+
+
 def test_values_round_trip_and_are_stored_compactly(engine: StateEngine) -> None:
     value = {"text": "héllo ☃", "n": [1, 2.5, None, True], "o": {"x": {}}}
     engine.create_item(S, "k", value, None, user="u")
