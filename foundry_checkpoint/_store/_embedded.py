@@ -27,10 +27,9 @@ from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, fields
+from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any, ParamSpec, TypeVar
+from typing import ParamSpec, TypeVar
 
 from azure.ai.agentserver.core.storage import (
     DeletedStateStore,
@@ -46,6 +45,7 @@ from foundry_checkpoint.errors import InvalidArgumentError
 
 from ._engine import StateEngine
 from ._limits import DEFAULT_ROOT_DIRNAME, STATE_ROOT_ENV
+from ._records import ItemRecord, KeyRecord, PageRecord, RefRecord
 
 __all__ = ["DEFAULT_USER", "EngineStore", "default_engine", "default_state_root"]
 
@@ -59,54 +59,6 @@ _P = ParamSpec("_P")
 _T = TypeVar("_T")
 
 _ENGINES: dict[tuple[int, Path], StateEngine] = {}
-
-
-_R = TypeVar("_R", bound="_Ref")
-_NAMES: dict[type, tuple[str, ...]] = {}
-
-
-@dataclass(frozen=True, slots=True)
-class _Ref:
-    """An item reference (the shape of ``StateStoreItemRef``)."""
-
-    id: str
-    key: str
-    etag: str
-    created_at: int
-    updated_at: int
-
-    @classmethod
-    def of(cls: type[_R], wire: Mapping[str, Any]) -> _R:
-        """The record of an engine answer (absent optional fields become None)."""
-        names = _NAMES.get(cls)
-        if names is None:
-            names = _NAMES[cls] = tuple(f.name for f in fields(cls))
-        values: list[Any] = [wire.get(name) for name in names]
-        return cls(*values)
-
-
-@dataclass(frozen=True, slots=True)
-class _Key(_Ref):
-    """A key listing entry (the shape of ``StateStoreItemKey``)."""
-
-    tags: Mapping[str, str] | None
-
-
-@dataclass(frozen=True, slots=True)
-class _Item(_Key):
-    """An item read back (the shape of ``StateStoreItem``)."""
-
-    value: Mapping[str, Any]
-
-
-@dataclass(frozen=True, slots=True)
-class _Page:
-    """One page of keys (the shape of ``StateStoreItemKeyPage``)."""
-
-    keys: Sequence[_Key]
-    first_id: str | None
-    last_id: str | None
-    has_more: bool
 
 
 _ENGINES_GUARD = threading.Lock()
@@ -155,9 +107,9 @@ class EngineStore:
     """One store name and one user partition of a :class:`StateEngine`, as ``StateStoreLike``.
 
     ``user`` is the partition used when the store has ``user_isolation`` (local mode: the
-    ``user_id`` option, else ``"local"``). Results are light records (``_Item``, ``_Key``,
-    ``_Page``) with the attributes of the SDK's model objects, not the models themselves
-    (building those cost more than SQLite; ``_protocol`` states the shapes). Failures are the
+    ``user_id`` option, else ``"local"``). Results are light records (:mod:`._records`) with
+    the attributes of the SDK's model objects, not the models themselves (building those cost
+    more than SQLite). Failures are the
     SDK's ``FoundryStorage*Error`` classes, mirroring the hosted client: ``get_item`` answers
     None when the item (or the whole store) is missing, and ``set_item``/``list_keys`` raise
     :class:`~foundry_checkpoint.errors.InvalidArgumentError` (a ``ValueError``) for the same
@@ -238,12 +190,12 @@ class EngineStore:
 
     async def create_item(
         self, key: str, value: JSONObject, *, tags: Mapping[str, str] | None = None
-    ) -> _Ref:
+    ) -> RefRecord:
         """Create an item; ``FoundryStorageConflictError`` when the key exists."""
         ref = await self._call(
             self._engine.create_item, self._name, key, value, tags, user=self._user
         )
-        return _Ref.of(ref)
+        return RefRecord.of(ref)
 
     async def set_item(
         self,
@@ -253,7 +205,7 @@ class EngineStore:
         tags: Mapping[str, str] | None = None,
         if_match: str | None = None,
         require_exists: bool = False,
-    ) -> _Ref:
+    ) -> RefRecord:
         """Create or replace an item; ``require_exists`` is ``if_match="*"``.
 
         Args:
@@ -276,15 +228,15 @@ class EngineStore:
         ref, _created = await self._call(
             self._engine.put_item, self._name, key, value, tags, user=self._user, if_match=header
         )
-        return _Ref.of(ref)
+        return RefRecord.of(ref)
 
-    async def get_item(self, key: str) -> _Item | None:
+    async def get_item(self, key: str) -> ItemRecord | None:
         """The item, or None when it does not exist, has expired, or the store is gone."""
         try:
             item = await self._call(self._engine.get_item, self._name, key, user=self._user)
         except FoundryStorageNotFoundError:
             return None
-        return None if item is None else _Item.of(item)
+        return None if item is None else ItemRecord.of(item)
 
     async def delete_item(self, key: str, *, if_match: str | None = None) -> DeletedStateStoreItem:
         """Delete an item (idempotent unless ``if_match`` is given)."""
@@ -301,7 +253,7 @@ class EngineStore:
         after: str | None = None,
         before: str | None = None,
         order: Order = "desc",
-    ) -> _Page:
+    ) -> PageRecord:
         """One page of keys ordered by ``(created_at, id)``, filtered by exact tags.
 
         Args:
@@ -330,16 +282,11 @@ class EngineStore:
             before=before,
             order=order,
         )
-        return _Page(
-            keys=[_Key.of(entry) for entry in page["data"]],
-            first_id=page["first_id"],
-            last_id=page["last_id"],
-            has_more=bool(page["has_more"]),
-        )
+        return PageRecord.of_wire(page)
 
     async def greatest(
         self, by: str, *, tags: Mapping[str, str], among: Mapping[str, str] | None = None
-    ) -> list[_Key]:
+    ) -> list[KeyRecord]:
         """The keys carrying ``tags`` and the greatest value of tag ``by`` (one engine call).
 
         See :class:`~._protocol.RanksByTag`.
@@ -350,7 +297,7 @@ class EngineStore:
         found = await self._call(
             self._engine.greatest, self._name, user=self._user, by=by, tags=tags, among=among
         )
-        return [_Key.of(entry) for entry in found]
+        return [KeyRecord.of(entry) for entry in found]
 
     async def delete(self) -> DeletedStateStore:
         """Delete the store and every item in it (every user's)."""

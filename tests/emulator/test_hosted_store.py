@@ -17,10 +17,10 @@ from azure.ai.agentserver.core.storage import FoundryStateStore, FoundryStorageN
 from foundry_checkpoint._store._hosted import (
     HostedClients,
     HostedStore,
-    KeyRecord,
-    PageRecord,
     env_settings_present,
+    page_of,
 )
+from foundry_checkpoint._store._records import KeyRecord, PageRecord
 from foundry_checkpoint.emulator import FoundryEmulator
 
 from ._harness import client_kwargs, hosted_env
@@ -127,7 +127,7 @@ async def test_hosted_clients_are_hosted_stores(
 
 
 def test_page_record_reads_an_empty_body() -> None:
-    page = PageRecord.of("")
+    page = page_of("")
     assert (list(page.keys), page.first_id, page.last_id, page.has_more) == ([], None, None, False)
 
 
