@@ -19,7 +19,7 @@ from langgraph.checkpoint.base import CheckpointMetadata, CheckpointTuple
 from .._aio import bounded
 from .._core import Scope
 from .._store._naming import tag_value
-from .._store._protocol import ItemKey
+from .._store._protocol import ItemKey, RanksByTag
 from . import _config
 from ._context import Context
 from ._read import PAGE, pending_writes, read_record, to_tuple
@@ -40,6 +40,7 @@ from ._records import (
     key_tags,
     ns_tag,
     pair_of,
+    plain_tag,
     step_tag,
 )
 
@@ -74,6 +75,9 @@ class ListPlan:
     writes_tags: dict[str, str] = field(default_factory=dict)
     bounded: bool = False
     """True when ``candidates`` came from an early-stopped listing (see :func:`_newest_keys`)."""
+    writes_known: bool = False
+    """True when ``writes_index`` holds every writes key of every candidate (see
+    :func:`_ranked_keys`)."""
     scopes: dict[str, Scope] = field(default_factory=dict)
 
 
@@ -121,7 +125,13 @@ async def plan(
         if scope is None:
             continue
         result.scopes[thread_id] = scope
-        if flat and limit is not None:
+        ranked = None
+        if flat and limit is not None and before_id is None:
+            ranked = await _ranked_keys(scope, tags, limit)
+        if ranked is not None:
+            keys, result.writes_index[thread_id] = ranked
+            result.writes_known = True
+        elif flat and limit is not None:
             keys, result.bounded = await _newest_keys(scope, tags, limit, before_id)
         else:
             keys = await scope.keys(tags)
@@ -160,6 +170,36 @@ async def _newest_keys(
         after = page.last_id
 
 
+async def _ranked_keys(
+    scope: Scope, tags: Mapping[str, str], limit: int
+) -> tuple[list[ItemKey], dict[tuple[str, str], list[str]]] | None:
+    """The ``limit`` newest checkpoint keys matching ``tags`` (one namespace) and all their
+    writes keys, from one call of a store that ranks by tag; None when it cannot answer.
+
+    The greatest checkpoint id tags are the newest checkpoints, and every writes item of them
+    carries the same namespace and id tags. As for "latest" (``_read._greatest``), escaping
+    keeps the order of plain ids only: when one of the answered ids is not plain, an escaped
+    id may rank out of place, and the caller lists instead.
+    """
+    store = scope.store
+    if not isinstance(store, RanksByTag) or limit > PAGE or TAG_ID in tags:
+        return None
+    group = await store.greatest(
+        TAG_ID,
+        tags={TAG_NS: tags[TAG_NS]},
+        among={k: v for k, v in tags.items() if k != TAG_NS},
+        count=limit,
+    )
+    keys = [k for k in group if key_tags(k).get(TAG_KIND) == KIND_CHECKPOINT]
+    if any(not plain_tag(key_tags(k).get(TAG_ID, "")) for k in keys):
+        return None
+    writes: dict[tuple[str, str], list[str]] = {}
+    for key in group:
+        if key_tags(key).get(TAG_KIND) == KIND_WRITES:
+            writes.setdefault(pair_of(key), []).append(key.key)
+    return keys, writes
+
+
 async def next_page(ctx: Context, plan: ListPlan) -> list[CheckpointTuple]:
     """The next batch of ``list`` results (reads items only for candidates it needs)."""
     if plan.done:
@@ -185,7 +225,7 @@ async def next_page(ctx: Context, plan: ListPlan) -> list[CheckpointTuple]:
     expected = len(plan.candidates) - plan.position + len(matched)
     if remaining is not None:
         expected = min(expected, remaining)
-    use_index = expected > _WRITES_INDEX_FROM
+    use_index = expected > _WRITES_INDEX_FROM and not plan.writes_known
     # After an early-stopped listing, the writes index is listed down to the oldest second
     # of the checkpoints it serves: those tagged ew=0 have all their writes at or after it.
     floors: dict[str, int | None] = {}
@@ -205,7 +245,10 @@ async def next_page(ctx: Context, plan: ListPlan) -> list[CheckpointTuple]:
         scope = scopes[cand.thread_id]
         known = None
         indexed = not plan.bounded or key_tags(cand.key).get(TAG_EARLY) == "0"
-        if cand.thread_id in floors and indexed:
+        if plan.writes_known:
+            index = plan.writes_index[cand.thread_id]
+            known = index.get((ns_tag(record.ns), id_tag(record.checkpoint_id)), [])
+        elif cand.thread_id in floors and indexed:
             index = await _writes_index(plan, scope, cand.thread_id, floors[cand.thread_id])
             known = index.get((ns_tag(record.ns), id_tag(record.checkpoint_id)), [])
         writes = await pending_writes(ctx, scope, record.ns, record.checkpoint_id, known)

@@ -44,6 +44,7 @@ from ._records import (
     key_tags,
     ns_tag,
     pair_of,
+    plain_tag,
     unpack_checkpoint,
     unpack_writes,
 )
@@ -152,8 +153,7 @@ async def _greatest(store: RanksByTag, ns: str) -> Latest | _Unranked | None:
     best = next((k for k in group if key_tags(k).get(TAG_KIND) == KIND_CHECKPOINT), None)
     if best is None:
         return None
-    tag = key_tags(best).get(TAG_ID, "")
-    if "~" in tag or tag.startswith("!"):
+    if not plain_tag(key_tags(best).get(TAG_ID, "")):
         return _Unranked()
     writes = [k.key for k in group if key_tags(k).get(TAG_KIND) == KIND_WRITES]
     return Latest(best, writes, True)

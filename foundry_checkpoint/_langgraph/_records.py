@@ -63,6 +63,7 @@ __all__ = [
     "pack_checkpoint",
     "pack_writes",
     "pair_of",
+    "plain_tag",
     "step_tag",
     "unpack_checkpoint",
     "unpack_writes",
@@ -126,6 +127,17 @@ def cid_of(key: ItemKey) -> str:
     """The checkpoint id a listed key is tagged with (its tag as is when not escaped text)."""
     tag = key_tags(key).get(TAG_ID, "")
     return unescape(tag) or tag
+
+
+def plain_tag(tag: str) -> bool:
+    """True when a tag value is the id itself (no ``~`` escape, not hashed): plain ids keep
+    their order as tag values, so a store may rank them by tag.
+
+    Example:
+        >>> plain_tag("1f0c-22"), plain_tag("x~20y"), plain_tag("!" + "0" * 64)
+        (True, False, False)
+    """
+    return bool(tag) and "~" not in tag and not tag.startswith("!")
 
 
 def in_order(key: ItemKey) -> bool:

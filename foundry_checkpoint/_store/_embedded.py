@@ -285,17 +285,29 @@ class EngineStore:
         return PageRecord.of_wire(page)
 
     async def greatest(
-        self, by: str, *, tags: Mapping[str, str], among: Mapping[str, str] | None = None
+        self,
+        by: str,
+        *,
+        tags: Mapping[str, str],
+        among: Mapping[str, str] | None = None,
+        count: int = 1,
+        below: str | None = None,
     ) -> list[KeyRecord]:
-        """The keys carrying ``tags`` and the greatest value of tag ``by`` (one engine call).
-
-        See :class:`~._protocol.RanksByTag`.
+        """The keys carrying ``tags`` and one of the ``count`` greatest values of tag ``by``
+        (one engine call). See :class:`~._protocol.RanksByTag`.
 
         Raises:
-            FoundryStorageBadRequestError: A bad tag name or value.
+            FoundryStorageBadRequestError: A bad tag name or value, or a bad ``count``.
         """
         found = await self._call(
-            self._engine.greatest, self._name, user=self._user, by=by, tags=tags, among=among
+            self._engine.greatest,
+            self._name,
+            user=self._user,
+            by=by,
+            tags=tags,
+            among=among,
+            count=count,
+            below=below,
         )
         return [KeyRecord.of(entry) for entry in found]
 

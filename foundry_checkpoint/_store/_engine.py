@@ -67,7 +67,14 @@ from ._engine_checks import (
     validate_value,
 )
 from ._engine_db import EngineDatabase
-from ._engine_list import cursor_position, greatest_queries, list_params, list_query, page
+from ._engine_list import (
+    among_values,
+    cursor_position,
+    greatest_queries,
+    list_params,
+    list_query,
+    page,
+)
 from ._engine_rows import ITEM_OBJECT, STORE_OBJECT
 
 __all__ = ["UNSET", "StateEngine", "Unset"]
@@ -421,15 +428,17 @@ class StateEngine(EngineDatabase):
         by: str,
         tags: Mapping[str, str],
         among: Mapping[str, str] | None = None,
+        count: int = 1,
+        below: str | None = None,
     ) -> list[dict[str, Any]]:
-        """The keys of the items carrying ``tags`` and the greatest value of tag ``by``.
+        """The keys of the items carrying ``tags`` and one of the greatest values of tag ``by``.
 
-        The greatest value (string order) is taken among the live items that carry ``tags``
-        and ``among``; every live item carrying ``tags`` with that value of ``by`` is returned
-        (in no particular order). One indexed walk and one lookup in one read transaction,
-        whatever the number of items: what a store with whole-second ``created_at`` cannot
-        answer from its listing order. The wire API has no such call; it serves the embedded
-        store's own clients.
+        The ``count`` greatest values (string order; below ``below`` when given) are taken
+        among the live items that carry ``tags`` and ``among``; every live item carrying
+        ``tags`` with one of those values of ``by`` is returned (in no particular order). One
+        indexed walk and one lookup in one read transaction, whatever the number of items:
+        what a store with whole-second ``created_at`` cannot answer from its listing order.
+        The wire API has no such call; it serves the embedded store's own clients.
 
         Example:
             >>> e = StateEngine(clock=lambda: 5.0)
@@ -440,16 +449,20 @@ class StateEngine(EngineDatabase):
             >>> group = e.greatest("s", user="u", by="id", tags={}, among={"k": "c"})
             >>> sorted(k["key"] for k in group)
             ['c2', 'w2']
+            >>> group = e.greatest("s", user="u", by="id", tags={}, among={"k": "c"}, count=2)
+            >>> sorted(k["key"] for k in group)
+            ['c1', 'c2', 'w2']
         """
         validate_identifier(name, "name")
-        top_sql, group_sql, params = greatest_queries(by, tags, among)
+        top_sql, group_sql, params = greatest_queries(by, tags, among, count=count, below=below)
         with self._transaction(write=False) as conn:
             store = rows.item_store(conn, name)
             named = list_params(params, name, store.partition(user), self._now(), None)
-            top = conn.execute(top_sql, named).fetchone()
-            if top is None:
+            values = [str(row[0]) for row in conn.execute(top_sql, named).fetchall()]
+            if not values:
                 return []
-            found = conn.execute(group_sql, {**named, "top": top[0]}).fetchall()
+            sql, tops = among_values(group_sql, values)
+            found = conn.execute(sql, {**named, **tops}).fetchall()
         return [_key_entry(row) for row in found]
 
     def _purge(self, conn: sqlite3.Connection, name: str, now: int) -> None:

@@ -26,6 +26,7 @@ from ._engine_checks import bad_request, validate_identifier, validate_limit, va
 __all__ = [
     "CURSOR_SQL",
     "cursor_position",
+    "among_values",
     "greatest_queries",
     "list_params",
     "list_query",
@@ -124,26 +125,33 @@ def list_query(
 
 
 def greatest_queries(
-    by: str, tags: Mapping[str, str], among: Mapping[str, str] | None
+    by: str,
+    tags: Mapping[str, str],
+    among: Mapping[str, str] | None,
+    *,
+    count: int = 1,
+    below: str | None = None,
 ) -> tuple[str, str, dict[str, Any]]:
-    """The two queries of ``StateEngine.greatest``: the greatest ``by`` value, then its group.
+    """The two queries of ``StateEngine.greatest``: the greatest ``by`` values, then their items.
 
-    The first walks ``item_tags_by_value`` down from the greatest value of ``by`` to the first
-    live item carrying ``tags`` and ``among``; the second reads every live item carrying
-    ``tags`` with that value (bound as ``:top``). Both use the store, partition and clock
-    parameters of :func:`list_params`.
+    The first walks ``item_tags_by_value`` down from the greatest value of ``by`` (or from
+    below ``below``) and keeps the first ``count`` distinct values of live items carrying
+    ``tags`` and ``among``; the second reads every live item carrying ``tags`` with one of
+    those values, bound as ``:top0``, ``:top1``, ... (format the SQL with :func:`among_values`
+    first). Both use the store, partition and clock parameters of :func:`list_params`.
 
     Raises:
-        FoundryStorageBadRequestError: A bad tag name or value.
+        FoundryStorageBadRequestError: A bad tag name or value, or a bad ``count``.
 
     Example:
-        >>> top, group, params = greatest_queries("id", {"ns": "a"}, {"kind": "cp"})
-        >>> "ORDER BY t.tag_value DESC LIMIT 1" in top, ":top" in group, sorted(params)
+        >>> top, group, params = greatest_queries("id", {"ns": "a"}, {"kind": "cp"}, count=2)
+        >>> "ORDER BY t.tag_value DESC LIMIT 2" in top, "{values}" in group, sorted(params)
         (True, True, ['by', 'k1', 'k2', 'v1', 'v2'])
     """
     clean_tags = validate_tags(tags) or {}
     clean_among = validate_tags(among) or {}
     validate_tags({by: "x"})
+    size = validate_limit(count)
     params: dict[str, Any] = {"by": by}
     base = (
         " FROM item_tags t CROSS JOIN items i"
@@ -152,16 +160,34 @@ def greatest_queries(
     )
     live = " AND (i.expires_at IS NULL OR i.expires_at > :now)"
     carrying = _carrying(clean_tags, params, start=1)
+    cut = ""
+    if below is not None:
+        if not isinstance(below, str):
+            raise bad_request("below must be a tag value string.", "below")
+        cut = " AND t.tag_value < :below"
+        params["below"] = below
     top = (
-        "SELECT t.tag_value"
+        "SELECT DISTINCT t.tag_value"
         + base
+        + cut
         + carrying
         + _carrying(clean_among, params, start=1 + len(clean_tags))
         + live
-        + " ORDER BY t.tag_value DESC LIMIT 1"
+        + f" ORDER BY t.tag_value DESC LIMIT {size}"
     )
-    group = f"SELECT {_ITEM_COLUMNS}" + base + " AND t.tag_value = :top" + carrying + live
+    group = f"SELECT {_ITEM_COLUMNS}" + base + " AND t.tag_value IN ({values})" + carrying + live
     return top, group, params
+
+
+def among_values(group: str, values: list[str]) -> tuple[str, dict[str, str]]:
+    """The group query of :func:`greatest_queries` for ``values``, and their parameters.
+
+    Example:
+        >>> among_values("x IN ({values})", ["a", "b"])
+        ('x IN (:top0, :top1)', {'top0': 'a', 'top1': 'b'})
+    """
+    named = {f"top{index}": value for index, value in enumerate(values)}
+    return group.format(values=", ".join(f":{name}" for name in named)), named
 
 
 def _carrying(tags: Mapping[str, str], params: dict[str, Any], *, start: int) -> str:

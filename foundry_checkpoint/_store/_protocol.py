@@ -135,8 +135,15 @@ class RanksByTag(Protocol):
     """
 
     async def greatest(
-        self, by: str, *, tags: Mapping[str, str], among: Mapping[str, str] | None = None
+        self,
+        by: str,
+        *,
+        tags: Mapping[str, str],
+        among: Mapping[str, str] | None = None,
+        count: int = 1,
+        below: str | None = None,
     ) -> Sequence[ItemKey]:
-        """Every item carrying ``tags`` whose tag ``by`` has the greatest value (string order)
-        among the items carrying ``tags`` and ``among``; empty when there is none."""
+        """Every item carrying ``tags`` whose tag ``by`` has one of the ``count`` greatest
+        values (string order, below ``below`` when given) among the items carrying ``tags``
+        and ``among``; empty when there is none."""
         ...

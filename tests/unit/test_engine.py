@@ -19,6 +19,7 @@ from azure.ai.agentserver.core.storage import (
 from foundry_checkpoint._store._engine import UNSET, StateEngine
 from foundry_checkpoint._store._engine_list import (
     CURSOR_SQL,
+    among_values,
     greatest_queries,
     list_params,
     list_query,
@@ -442,6 +443,23 @@ def test_greatest_returns_the_group_of_the_greatest_tag_value(
         engine.greatest(S, user="u", by="bad key!", tags={})
 
 
+def test_greatest_takes_the_count_greatest_values_below_a_bound(engine: StateEngine) -> None:
+    for i in range(1, 8):
+        put(engine, f"c{i}", {"kind": "cp", "id": f"{i:04d}"})
+        put(engine, f"w{i}", {"kind": "w", "id": f"{i:04d}"})
+
+    def group(**kw: Any) -> list[str]:
+        found = engine.greatest(S, user="u", by="id", tags={}, among={"kind": "cp"}, **kw)
+        return sorted(k["key"] for k in found)
+
+    assert group(count=3) == ["c5", "c6", "c7", "w5", "w6", "w7"]
+    assert group(count=2, below="0005") == ["c3", "c4", "w3", "w4"]
+    assert group(count=50, below="0002") == ["c1", "w1"]
+    assert group(below="0001") == []
+    with pytest.raises(FoundryStorageBadRequestError):
+        group(count=0)
+
+
 def test_greatest_skips_expired_items(clock: Clock) -> None:
     eng = StateEngine(clock=clock)
     eng.create_store(S, user_isolation=True, item_ttl_seconds=10)
@@ -698,10 +716,11 @@ def test_greatest_queries_use_an_index(tmp_path: Path) -> None:
         put(eng, f"k{i}", {"kind": "cp" if i % 3 else "w", "ns": f"n{i % 2}", "id": f"{i:04d}"})
     with eng._transaction(write=True) as conn:
         conn.execute("ANALYZE")
-    top, group, params = greatest_queries("id", {"ns": "n1"}, {"kind": "cp"})
+    top, group, params = greatest_queries("id", {"ns": "n1"}, {"kind": "cp"}, count=10)
     named = list_params(params, S, "u", 0, None)
+    group, tops = among_values(group, ["0199", "0197"])
     with eng._transaction(write=False) as conn:
-        for sql, args in ((top, named), (group, {**named, "top": "0199"})):
+        for sql, args in ((top, named), (group, {**named, **tops})):
             plan = [str(row["detail"]) for row in conn.execute("EXPLAIN QUERY PLAN " + sql, args)]
             _assert_indexed(plan)
             assert "item_tags_by_value" in plan[0]
