@@ -83,7 +83,8 @@ def _list10_listings(results: Results) -> float | None:
             continue
         for cell in result.get("sizes", {}).values():
             requests = cell.get("list10", {}).get("requests", {})
-            listings = float(requests.get("list_keys", 0.0))
+            # The embedded store's ranking call stands in for a listing.
+            listings = float(requests.get("list_keys", 0.0) + requests.get("greatest", 0.0))
             if requests.get("get_item", 0.0) > 10:
                 listings = math.inf  # more reads than the page: the target fails
             worst = listings if worst is None else max(worst, listings)
@@ -340,10 +341,11 @@ def targets_lines(results: Results) -> list[str]:
         "",
         *_table(["#", "target", "this run", "limit", "status"], rows),
         f"{met} of {len(rows)} met. Target 3 is read from section 4, whose threads are written "
-        "as fast as the saver allows, hundreds of checkpoints in one store second: a page must "
-        "then read every key of that second (the ordering rule in `docs/concepts/latest.md`), "
-        "so the figure grows there; with checkpoints a second or more apart the listings per "
-        "page stay flat (`tests/langgraph` asserts the counts).",
+        "as fast as the saver allows, hundreds of checkpoints in one store second: on the "
+        "service a page must then list every key of that second (the ordering rule in "
+        "`docs/concepts/latest.md`), so the hosted figure grows there, while the embedded store "
+        "answers a page with one ranking call; with checkpoints a second or more apart the "
+        "listings per page stay flat in both (`tests/langgraph` asserts the counts).",
         "",
     ]
 
