@@ -19,10 +19,10 @@ from langgraph.checkpoint.base import CheckpointMetadata, CheckpointTuple
 from .._aio import bounded
 from .._core import Scope
 from .._store._naming import tag_value
-from .._store._protocol import ItemKey, RanksByTag
+from .._store._protocol import ItemKey
 from . import _config
 from ._context import Context
-from ._read import PAGE, pending_writes, read_record, to_tuple
+from ._read import PAGE, pending_writes, ranked, read_record, to_tuple
 from ._records import (
     KIND_CHECKPOINT,
     KIND_WRITES,
@@ -40,7 +40,6 @@ from ._records import (
     key_tags,
     ns_tag,
     pair_of,
-    plain_tag,
     step_tag,
 )
 
@@ -77,7 +76,7 @@ class ListPlan:
     """True when ``candidates`` came from an early-stopped listing (see :func:`_newest_keys`)."""
     writes_known: bool = False
     """True when ``writes_index`` holds every writes key of every candidate (see
-    :func:`_ranked_keys`)."""
+    :func:`~._read.ranked`)."""
     scopes: dict[str, Scope] = field(default_factory=dict)
 
 
@@ -125,11 +124,11 @@ async def plan(
         if scope is None:
             continue
         result.scopes[thread_id] = scope
-        ranked = None
+        by_rank = None
         if flat and limit is not None and before_id is None:
-            ranked = await _ranked_keys(scope, tags, limit)
-        if ranked is not None:
-            keys, result.writes_index[thread_id] = ranked
+            by_rank = await ranked(scope, tags, limit)
+        if by_rank is not None:
+            keys, result.writes_index[thread_id] = by_rank
             result.writes_known = True
         elif flat and limit is not None:
             keys, result.bounded = await _newest_keys(scope, tags, limit, before_id)
@@ -168,36 +167,6 @@ async def _newest_keys(
             if in_order(cut) and page.keys and page.keys[-1].created_at < cut.created_at:
                 return found, True
         after = page.last_id
-
-
-async def _ranked_keys(
-    scope: Scope, tags: Mapping[str, str], limit: int
-) -> tuple[list[ItemKey], dict[tuple[str, str], list[str]]] | None:
-    """The ``limit`` newest checkpoint keys matching ``tags`` (one namespace) and all their
-    writes keys, from one call of a store that ranks by tag; None when it cannot answer.
-
-    The greatest checkpoint id tags are the newest checkpoints, and every writes item of them
-    carries the same namespace and id tags. As for "latest" (``_read._greatest``), escaping
-    keeps the order of plain ids only: when one of the answered ids is not plain, an escaped
-    id may rank out of place, and the caller lists instead.
-    """
-    store = scope.store
-    if not isinstance(store, RanksByTag) or limit > PAGE or TAG_ID in tags:
-        return None
-    group = await store.greatest(
-        TAG_ID,
-        tags={TAG_NS: tags[TAG_NS]},
-        among={k: v for k, v in tags.items() if k != TAG_NS},
-        count=limit,
-    )
-    keys = [k for k in group if key_tags(k).get(TAG_KIND) == KIND_CHECKPOINT]
-    if any(not plain_tag(key_tags(k).get(TAG_ID, "")) for k in keys):
-        return None
-    writes: dict[tuple[str, str], list[str]] = {}
-    for key in group:
-        if key_tags(key).get(TAG_KIND) == KIND_WRITES:
-            writes.setdefault(pair_of(key), []).append(key.key)
-    return keys, writes
 
 
 async def next_page(ctx: Context, plan: ListPlan) -> list[CheckpointTuple]:

@@ -56,6 +56,7 @@ __all__ = [
     "latest",
     "load_entries",
     "pending_writes",
+    "ranked",
     "raw_pending",
     "read_record",
     "to_tuple",
@@ -98,11 +99,11 @@ async def latest(ctx: Context, scope: Scope, ns: str) -> Latest | None:
     A store that ranks by tag (the embedded one, :class:`~.._store._protocol.RanksByTag`)
     answers all of this in one call instead, whatever the number of items in that second.
     """
+    by_rank = await ranked(scope, {TAG_KIND: KIND_CHECKPOINT, TAG_NS: ns_tag(ns)}, 1)
+    if by_rank is not None:
+        newest, index = by_rank
+        return Latest(newest[0], index.get(pair_of(newest[0]), []), True) if newest else None
     store = scope.store
-    if isinstance(store, RanksByTag):
-        found = await _greatest(store, ns)
-        if not isinstance(found, _Unranked):
-            return found
     first = _FIRST_PAGE_HOSTED if ctx.core.kind == "hosted" else _FIRST_PAGE_LOCAL
     page = await store.list_keys(tags={TAG_NS: ns_tag(ns)}, limit=first, order="desc")
     best: ItemKey | None = None
@@ -134,29 +135,36 @@ async def latest(ctx: Context, scope: Scope, ns: str) -> Latest | None:
     )
 
 
-class _Unranked:
-    """The embedded store's ranking does not apply (see :func:`_greatest`)."""
+async def ranked(
+    scope: Scope, tags: Mapping[str, str], limit: int
+) -> tuple[list[ItemKey], dict[tuple[str, str], list[str]]] | None:
+    """The ``limit`` newest checkpoint keys matching ``tags`` (``kind`` and one namespace,
+    perhaps tagged metadata) and every writes key of them, by ``(namespace, id)`` tags, from
+    one call of a store that ranks by tag; None when the store cannot answer.
 
-
-async def _greatest(store: RanksByTag, ns: str) -> Latest | _Unranked | None:
-    """The newest checkpoint of ``ns`` and all its writes keys, from one ranking call.
-
-    The greatest checkpoint id tag is the latest checkpoint (the rule :func:`latest` walks
-    the listing for), and every writes item of it carries the same two tags. Escaping keeps
-    the order of plain ids (uuid6 ones, all that LangGraph makes) but not of every id: when
-    the greatest tag is not a plain id, an escaped id may rank above one it follows, so the
-    answer is :data:`_UNRANKED` and the caller walks the listing instead.
+    The greatest checkpoint id tags are the newest checkpoints (the rule :func:`latest` walks
+    the listing for), and every writes item of them carries the same namespace and id tags.
+    Escaping keeps the order of plain ids (uuid6 ones, all that LangGraph makes) but not of
+    every id: when an answered id is not plain, an escaped id may rank out of place, so the
+    answer is None and the caller lists instead.
     """
-    group = await store.greatest(
-        TAG_ID, tags={TAG_NS: ns_tag(ns)}, among={TAG_KIND: KIND_CHECKPOINT}
-    )
-    best = next((k for k in group if key_tags(k).get(TAG_KIND) == KIND_CHECKPOINT), None)
-    if best is None:
+    store = scope.store
+    if not isinstance(store, RanksByTag) or limit > PAGE or TAG_ID in tags:
         return None
-    if not plain_tag(key_tags(best).get(TAG_ID, "")):
-        return _Unranked()
-    writes = [k.key for k in group if key_tags(k).get(TAG_KIND) == KIND_WRITES]
-    return Latest(best, writes, True)
+    group = await store.greatest(
+        TAG_ID,
+        tags={TAG_NS: tags[TAG_NS]},
+        among={k: v for k, v in tags.items() if k != TAG_NS},
+        count=limit,
+    )
+    keys = [k for k in group if key_tags(k).get(TAG_KIND) == KIND_CHECKPOINT]
+    if any(not plain_tag(key_tags(k).get(TAG_ID, "")) for k in keys):
+        return None
+    writes: dict[tuple[str, str], list[str]] = {}
+    for key in group:
+        if key_tags(key).get(TAG_KIND) == KIND_WRITES:
+            writes.setdefault(pair_of(key), []).append(key.key)
+    return keys, writes
 
 
 async def read_record(scope: Scope, key: str) -> CheckpointRecord | None:
