@@ -27,9 +27,8 @@ from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from pathlib import Path
-from typing import ParamSpec, TypeVar
 
 from azure.ai.agentserver.core.storage import (
     DeletedStateStore,
@@ -55,8 +54,6 @@ DEFAULT_USER = "local"
 _SUBDIR = "foundry_checkpoint"
 _FILENAME = "state.sqlite3"
 
-_P = ParamSpec("_P")
-_T = TypeVar("_T")
 
 _ENGINES: dict[tuple[int, Path], StateEngine] = {}
 
@@ -160,18 +157,17 @@ class EngineStore:
         """
         store = cls(engine, name, user=user)
         try:
-            await store._call(engine.get_store, name)
+            engine.get_store(name)
         except FoundryStorageNotFoundError:
             try:
-                await store._call(
-                    engine.create_store,
+                engine.create_store(
                     name,
                     user_isolation=user_isolation,
                     item_ttl_seconds=item_ttl_seconds,
                     description=description,
                 )
             except FoundryStorageConflictError:
-                await store._call(engine.get_store, name)
+                engine.get_store(name)
         return store
 
     @property
@@ -186,15 +182,13 @@ class EngineStore:
 
     async def get(self) -> StateStore:
         """The store's descriptor; ``FoundryStorageNotFoundError`` when it was deleted."""
-        return StateStore(await self._call(self._engine.get_store, self._name))
+        return StateStore(self._engine.get_store(self._name))
 
     async def create_item(
         self, key: str, value: JSONObject, *, tags: Mapping[str, str] | None = None
     ) -> RefRecord:
         """Create an item; ``FoundryStorageConflictError`` when the key exists."""
-        ref = await self._call(
-            self._engine.create_item, self._name, key, value, tags, user=self._user
-        )
+        ref = self._engine.create_item(self._name, key, value, tags, user=self._user)
         return RefRecord.of(ref)
 
     async def set_item(
@@ -225,24 +219,22 @@ class EngineStore:
         if if_match is not None and require_exists:
             raise InvalidArgumentError("if_match and require_exists are mutually exclusive")
         header = "*" if require_exists else if_match
-        ref, _created = await self._call(
-            self._engine.put_item, self._name, key, value, tags, user=self._user, if_match=header
+        ref, _created = self._engine.put_item(
+            self._name, key, value, tags, user=self._user, if_match=header
         )
         return RefRecord.of(ref)
 
     async def get_item(self, key: str) -> ItemRecord | None:
         """The item, or None when it does not exist, has expired, or the store is gone."""
         try:
-            item = await self._call(self._engine.get_item, self._name, key, user=self._user)
+            item = self._engine.get_item(self._name, key, user=self._user)
         except FoundryStorageNotFoundError:
             return None
         return None if item is None else ItemRecord.of(item)
 
     async def delete_item(self, key: str, *, if_match: str | None = None) -> DeletedStateStoreItem:
         """Delete an item (idempotent unless ``if_match`` is given)."""
-        deleted = await self._call(
-            self._engine.delete_item, self._name, key, user=self._user, if_match=if_match
-        )
+        deleted = self._engine.delete_item(self._name, key, user=self._user, if_match=if_match)
         return DeletedStateStoreItem(deleted)
 
     async def list_keys(
@@ -272,8 +264,7 @@ class EngineStore:
         """
         if after is not None and before is not None:
             raise InvalidArgumentError("after and before are mutually exclusive")
-        page = await self._call(
-            self._engine.list_keys,
+        page = self._engine.list_keys(
             self._name,
             user=self._user,
             tags=tags,
@@ -299,8 +290,7 @@ class EngineStore:
         Raises:
             FoundryStorageBadRequestError: A bad tag name or value, or a bad ``count``.
         """
-        found = await self._call(
-            self._engine.greatest,
+        found = self._engine.greatest(
             self._name,
             user=self._user,
             by=by,
@@ -313,10 +303,7 @@ class EngineStore:
 
     async def delete(self) -> DeletedStateStore:
         """Delete the store and every item in it (every user's)."""
-        return DeletedStateStore(await self._call(self._engine.delete_store, self._name))
+        return DeletedStateStore(self._engine.delete_store(self._name))
 
     async def aclose(self) -> None:
         """Nothing to release: the engine is shared and closed by its owner."""
-
-    async def _call(self, fn: Callable[_P, _T], *args: _P.args, **kwargs: _P.kwargs) -> _T:
-        return fn(*args, **kwargs)
