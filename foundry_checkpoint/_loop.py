@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import threading
 from collections.abc import Awaitable, Callable, Coroutine
-from concurrent.futures import Future
 from typing import Any, TypeVar
 
 __all__ = ["LoopThread"]
@@ -65,15 +64,14 @@ class LoopThread:
                 self._loop, self._thread = loop, thread
             return self._loop
 
-    def _submit(self, coro: Coroutine[Any, Any, T]) -> Future[T]:
+    def _loop_for(self, coro: Coroutine[Any, Any, Any], refusal: str) -> asyncio.AbstractEventLoop:
+        """The background loop (started if need be); ``refusal`` (``coro`` closed) when
+        called from that loop itself, where waiting for it would deadlock."""
         loop = self._ensure()
         if threading.current_thread() is self._thread:
             coro.close()
-            raise RuntimeError(
-                "a synchronous checkpoint method was called from the checkpointer's own loop; "
-                "use the async method instead"
-            )
-        return asyncio.run_coroutine_threadsafe(coro, loop)
+            raise RuntimeError(refusal)
+        return loop
 
     def run(self, coro: Coroutine[Any, Any, T]) -> T:
         """Run a coroutine on the background loop and block until it finishes.
@@ -88,7 +86,12 @@ class LoopThread:
             RuntimeError: called from the background loop itself (it would deadlock); any
                 exception of the coroutine propagates unchanged.
         """
-        return self._submit(coro).result()
+        loop = self._loop_for(
+            coro,
+            "a synchronous checkpoint method was called from the checkpointer's own loop; "
+            "use the async method instead",
+        )
+        return asyncio.run_coroutine_threadsafe(coro, loop).result()
 
     async def arun(self, coro: Coroutine[Any, Any, T]) -> T:
         """Run a coroutine on the background loop and await it from the caller's loop.
@@ -107,12 +110,9 @@ class LoopThread:
             RuntimeError: called from the background loop itself (await the coroutine
                 there instead); any exception of the coroutine propagates unchanged.
         """
-        loop = self._ensure()
-        if threading.current_thread() is self._thread:
-            coro.close()
-            raise RuntimeError(
-                "arun() was called from the checkpointer's own loop; await the coroutine instead"
-            )
+        loop = self._loop_for(
+            coro, "arun() was called from the checkpointer's own loop; await the coroutine instead"
+        )
         caller = asyncio.get_running_loop()
         waiter: asyncio.Future[T] = caller.create_future()
         started: list[asyncio.Task[T]] = []
