@@ -490,7 +490,6 @@ async def read(subject: Subject, scale: dict[str, Any]) -> dict[str, Any]:
 async def big(subject: Subject, scale: dict[str, Any]) -> dict[str, Any]:
     """Workload 5: put and get a checkpoint holding a 5 MB incompressible value."""
     size = scale["bytes"]
-    payloads = [random.Random(100 + i).randbytes(size) for i in range(scale["reps"])]
     spill: Any = None
     spill_kind = None
     put_times: list[float] = []
@@ -507,7 +506,8 @@ async def big(subject: Subject, scale: dict[str, Any]) -> dict[str, Any]:
         version = str(checkpoint["channel_versions"]["messages"])
         config = await saver.aput(config, checkpoint, {"step": -1}, {"messages": version})
         subject.reset()
-        for step, payload in enumerate(payloads):
+        for step in range(scale["reps"]):
+            payload = random.Random(100 + step).randbytes(size)
             checkpoint = _checkpoint(saver, version, payload)
             version = str(checkpoint["channel_versions"]["messages"])
             start = time.perf_counter()
@@ -526,11 +526,11 @@ async def big(subject: Subject, scale: dict[str, Any]) -> dict[str, Any]:
         counts = await subject.counts()
     result: dict[str, Any] = {
         "bytes": size,
-        "reps": len(payloads),
+        "reps": scale["reps"],
         "put_ms": ms(median(put_times)),
         "get_ms": ms(median(get_times)),
         "correct": correct,
-        "per_put": _per_step(counts, {}, len(payloads)),
+        "per_put": _per_step(counts, {}, scale["reps"]),
     }
     if spill_kind:
         result["spill"] = spill_kind
