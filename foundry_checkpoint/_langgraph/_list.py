@@ -131,7 +131,9 @@ async def plan(
             keys, result.writes_index[thread_id] = by_rank
             result.writes_known = True
         elif flat and limit is not None:
-            keys, result.bounded = await _newest_keys(scope, tags, limit, before_id)
+            keys, result.bounded = await _newest_keys(
+                result, scope, thread_id, tags, limit, before_id
+            )
         else:
             keys = await scope.keys(tags)
         found = [_Candidate(thread_id, k, cid_of(k)) for k in keys]
@@ -144,7 +146,12 @@ async def plan(
 
 
 async def _newest_keys(
-    scope: Scope, tags: Mapping[str, str], limit: int, before_id: str | None
+    plan: ListPlan,
+    scope: Scope,
+    thread_id: str,
+    tags: Mapping[str, str],
+    limit: int,
+    before_id: str | None,
 ) -> tuple[list[ItemKey], bool]:
     """The checkpoint keys matching ``tags`` that can be among the ``limit`` newest (by
     checkpoint id, below ``before_id``), and whether the listing stopped early.
@@ -154,19 +161,40 @@ async def _newest_keys(
     that one is in order (no ``TAG_OUT_OF_ORDER``), no unlisted key can rank above it: an
     in-order checkpoint has a larger id than every checkpoint of an older second. Otherwise
     the listing goes on, to the end at worst.
+
+    Filtered by kind and namespace only, the listing takes the namespace's writes keys too,
+    as :func:`~._read.latest` does, and keeps them as the thread's writes index down to the
+    last second it listed whole: the writes of the candidates tagged ``ew=0`` are in it, so
+    no second listing is made for them.
     """
+    with_writes = tags.keys() == {TAG_KIND, TAG_NS}
+    listed = {TAG_NS: tags[TAG_NS]} if with_writes else tags
     found: list[ItemKey] = []
+    writes: dict[tuple[str, str], list[str]] = {}
     after: str | None = None
+    stopped = False
     while True:
-        page = await scope.store.list_keys(tags=tags, limit=PAGE, after=after, order="desc")
-        found.extend(k for k in page.keys if before_id is None or cid_of(k) < before_id)
+        page = await scope.store.list_keys(tags=listed, limit=PAGE, after=after, order="desc")
+        for key in page.keys:
+            kind = key_tags(key).get(TAG_KIND)
+            if kind == KIND_CHECKPOINT:
+                if before_id is None or cid_of(key) < before_id:
+                    found.append(key)
+            elif kind == KIND_WRITES:
+                writes.setdefault(pair_of(key), []).append(key.key)
         if not page.has_more or not page.last_id:
-            return found, False
+            break
         if len(found) >= limit:
             cut = heapq.nlargest(limit, found, key=cid_of)[-1]
             if in_order(cut) and page.keys and page.keys[-1].created_at < cut.created_at:
-                return found, True
+                stopped = True
+                break
         after = page.last_id
+    if with_writes:
+        plan.writes_index[thread_id] = writes
+        # Every second after the last key's was listed whole.
+        plan.writes_floor[thread_id] = page.keys[-1].created_at + 1 if stopped else None
+    return found, stopped
 
 
 async def next_page(ctx: Context, plan: ListPlan) -> list[CheckpointTuple]:
@@ -217,8 +245,9 @@ async def next_page(ctx: Context, plan: ListPlan) -> list[CheckpointTuple]:
         if plan.writes_known:
             index = plan.writes_index[cand.thread_id]
             known = index.get((ns_tag(record.ns), id_tag(record.checkpoint_id)), [])
-        elif cand.thread_id in floors and indexed:
-            index = await _writes_index(plan, scope, cand.thread_id, floors[cand.thread_id])
+        elif indexed and (cand.thread_id in floors or cand.thread_id in plan.writes_floor):
+            floor = floors.get(cand.thread_id, cand.key.created_at)
+            index = await _writes_index(plan, scope, cand.thread_id, floor)
             known = index.get((ns_tag(record.ns), id_tag(record.checkpoint_id)), [])
         writes = await pending_writes(ctx, scope, record.ns, record.checkpoint_id, known)
         return await to_tuple(ctx, scope, cand.thread_id, record, metadata, writes)

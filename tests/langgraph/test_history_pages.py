@@ -93,8 +93,8 @@ async def test_history_page_is_flat_and_exact(
         assert [cid for cid, _, _ in listed] == expected[:10]
         for _, step, pending in listed:
             assert pending == [(f"task-{step}", "n", step)]
-        # One page of checkpoint keys, one of writes keys (locally: one ranking call for
-        # both), and the items returned.
+        # One page of checkpoint and writes keys (locally: one ranking call), and the
+        # items returned.
         assert calls == Counter({**_page_calls(store_env), "get_item": 20})
 
         # before= and filter= stay exact (before reaches into the older history).
@@ -106,6 +106,29 @@ async def test_history_page_is_flat_and_exact(
         listed = await _listed(cold, threads[n], limit=3, filter={"source": "loop"})
         assert [cid for cid, _, _ in listed] == expected[:3]
         assert [cid for cid, _, _ in await _listed(cold, threads[n])] == expected
+
+
+async def test_history_page_finds_writes_put_before_their_checkpoint(
+    store_env: Any, make_saver: Callable[..., FoundryCheckpointer]
+) -> None:
+    """A page's checkpoint whose writes went out before it (tagged ``ew=1``) lists its own
+    writes, also when the page's listing stopped seconds after them."""
+    saver = make_saver()
+    thread_id = f"early-page-{uuid.uuid4().hex[:6]}"
+    (old,) = await _write(saver, thread_id, range(0, 1))
+    newest = _checkpoint(1)
+    await saver.aput_writes(cfg(thread_id, newest["id"]), [("n", 7)], "task-early")
+    await asyncio.sleep(1.1)
+    # A second of writes items between the early one and its checkpoint: more than a page.
+    for i in range(120):
+        await saver.aput_writes(cfg(thread_id, old), [("n", i)], f"filler-{i}")
+    await asyncio.sleep(1.1)
+    config = await saver.aput(cfg(thread_id, old), newest, {"source": "loop", "step": 1}, {})
+    await saver.aput_writes(config, [("n", 8)], "task-late")
+    for reader in (saver, make_saver()):
+        listed = await _listed(reader, thread_id, limit=1)
+        assert [cid for cid, _, _ in listed] == [newest["id"]]
+        assert sorted(listed[0][2]) == [("task-early", "n", 7), ("task-late", "n", 8)]
 
 
 async def test_copy_into_a_thread_with_checkpoints(
@@ -133,10 +156,11 @@ async def test_copy_into_a_thread_with_checkpoints(
         assert latest is not None and latest.checkpoint["id"] == max(newer)
         listed, calls = await _counted(store_env, reader, target, limit=10)
         assert [cid for cid, _, _ in listed] == expected[:10]
-        # The page of copies goes on to the in-order checkpoints of the page after it
-        # (locally, one ranking call answers by id whatever the store seconds).
+        # The page of copies goes on to the in-order checkpoints of the page after it, and
+        # the writes keys come with them (locally, one ranking call answers by id whatever
+        # the store seconds).
         if store_env.mode == "hosted":
-            assert calls["list_keys"] == 3
+            assert calls["list_keys"] == 2
         else:
             assert (calls["greatest"], calls["list_keys"]) == (1, 0)
         listed = await _listed(reader, target, limit=10, before=cfg(target, expected[15]))
@@ -220,6 +244,6 @@ def test_a_page_of_ids_that_escaping_reorders(
 
 
 def _page_calls(store_env: Any) -> dict[str, int]:
-    """The calls that find a history page and its writes keys: two listings on the service,
-    one ranking call of the embedded store."""
-    return {"list_keys": 2} if store_env.mode == "hosted" else {"greatest": 1}
+    """The calls that find a history page and its writes keys: one listing of the namespace
+    on the service, one ranking call of the embedded store."""
+    return {"list_keys": 1} if store_env.mode == "hosted" else {"greatest": 1}
