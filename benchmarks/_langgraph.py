@@ -13,7 +13,8 @@ Workloads:
 * ``growth``: the same graph with the history trimmed to the last 20 messages (~10 KB), so
   that only the number of checkpoints in the thread grows (100 and 1,000 turns);
 * ``read``: the latest checkpoint (``aget_tuple``) and ``alist(limit=10)`` on threads of
-  10 / 100 / 1,000 checkpoints, the newest written a second after the rest;
+  10 / 100 / 1,000 checkpoints, the ten newest written a second after the rest (and the
+  largest paged right after its burst too);
 * ``big``: a checkpoint holding a 5 MB incompressible value (put, then get of the latest).
 """
 
@@ -24,6 +25,7 @@ import os
 import random
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Any, ClassVar, TypedDict
 
@@ -403,25 +405,39 @@ def _checkpoint(saver: BaseCheckpointSaver[Any], previous: str | None, value: An
     return checkpoint
 
 
-async def _write_history(
-    saver: BaseCheckpointSaver[Any], thread: str, count: int, text: _Text, budget: Budget | None
-) -> tuple[RunnableConfig, str | None, int]:
-    config: RunnableConfig = {"configurable": {"thread_id": thread, "checkpoint_ns": ""}}
+@dataclass
+class _History:
+    """A thread being written: its config for the next ``aput`` and the ids written so far."""
+
+    config: RunnableConfig
     version: str | None = None
-    written = 0
-    for step in range(count):
+    ids: list[str] = field(default_factory=list)
+
+    def newest(self, count: int) -> list[str]:
+        """The ``count`` greatest checkpoint ids, greatest first (what a page must return)."""
+        return sorted(self.ids, reverse=True)[:count]
+
+
+async def _extend(
+    saver: BaseCheckpointSaver[Any],
+    history: _History,
+    count: int,
+    text: _Text,
+    budget: Budget | None,
+) -> None:
+    """Write ``count`` more checkpoints to ``history``, one after the other, as fast as they go."""
+    for _ in range(count):
         if budget is not None and budget.spent:
             break
-        checkpoint = _checkpoint(saver, version, [{"role": "user", "content": text(1000)}])
-        version = str(checkpoint["channel_versions"]["messages"])
-        config = await saver.aput(
-            config,
+        checkpoint = _checkpoint(saver, history.version, [{"role": "user", "content": text(1000)}])
+        history.version = str(checkpoint["channel_versions"]["messages"])
+        history.config = await saver.aput(
+            history.config,
             checkpoint,
-            {"source": "loop", "step": step, "parents": {}},
-            {"messages": version},
+            {"source": "loop", "step": len(history.ids), "parents": {}},
+            {"messages": history.version},
         )
-        written += 1
-    return config, version, written
+        history.ids.append(checkpoint["id"])
 
 
 async def _timed(
@@ -441,45 +457,56 @@ async def _timed(
     return {"ms": ms(median(times)), "correct": correct, "requests": requests}
 
 
+def _reads(
+    saver: BaseCheckpointSaver[Any], history: _History
+) -> tuple[Callable[[], Awaitable[bool]], Callable[[], Awaitable[bool]]]:
+    """The latest read and the ``alist(limit=10)`` page of ``history``, each checking its answer."""
+    thread_id = history.config["configurable"]["thread_id"]
+    config: RunnableConfig = {"configurable": {"thread_id": thread_id, "checkpoint_ns": ""}}
+
+    async def get_latest() -> bool:
+        found = await saver.aget_tuple(config)
+        return found is not None and found.checkpoint["id"] == history.newest(1)[0]
+
+    async def list10() -> bool:
+        listed = [t.checkpoint["id"] async for t in saver.alist(config, limit=10)]
+        return listed == history.newest(10)
+
+    return get_latest, list10
+
+
 async def read(subject: Subject, scale: dict[str, Any]) -> dict[str, Any]:
-    """Workloads 3 and 4: latest checkpoint and ``alist(limit=10)`` by thread length."""
+    """Workloads 3 and 4: latest checkpoint and ``alist(limit=10)`` by thread length.
+
+    Each thread's older history is written in one burst; the ten newest checkpoints follow in
+    a store second of their own, so the sizes differ in history length only. The largest
+    thread is also paged right after its burst (``burst``): its newest checkpoints then share
+    a store second with hundreds of others, which a listing of the service must read whole.
+    """
     sdk = subject.key == "fc-sdk"
     reps = scale["sdk_reads"] if sdk else scale["reads"]
     budget = Budget(scale["sdk_budget_s"]) if sdk else None
     text = _Text(seed=4)
     out: dict[str, Any] = {"sizes": {}}
+
     async with subject.open() as saver:
-        built: dict[int, tuple[RunnableConfig, str | None, int]] = {}
+        threads: dict[int, _History] = {}
         for size in scale["sizes"]:
-            built[size] = await _write_history(saver, f"read-{size}", size - 1, text, budget)
+            config: RunnableConfig = {
+                "configurable": {"thread_id": f"read-{size}", "checkpoint_ns": ""}
+            }
+            threads[size] = _History(config)
+            await _extend(saver, threads[size], size - 10, text, budget)
+        largest = threads[max(scale["sizes"])]
+        if largest.ids:
+            out["burst"] = await _timed(subject, reps, _reads(saver, largest)[1])
         sleep_to_next_second()
-        latest: dict[int, str] = {}
-        for size, (config, version, written) in built.items():
-            checkpoint = _checkpoint(saver, version, [{"role": "user", "content": text(1000)}])
-            new_version = str(checkpoint["channel_versions"]["messages"])
-            await saver.aput(
-                config,
-                checkpoint,
-                {"source": "loop", "step": written, "parents": {}},
-                {"messages": new_version},
-            )
-            latest[size] = checkpoint["id"]
-            built[size] = (config, new_version, written + 1)
-        for size in scale["sizes"]:
-            thread_config = {"configurable": {"thread_id": f"read-{size}", "checkpoint_ns": ""}}
-            want = latest[size]
-
-            async def get_latest(cfg: dict[str, Any] = thread_config, want: str = want) -> bool:
-                found = await saver.aget_tuple(cfg)
-                return found is not None and found.checkpoint["id"] == want
-
-            async def list10(cfg: dict[str, Any] = thread_config, want: str = want) -> bool:
-                items = [t async for t in saver.alist(cfg, limit=10)]
-                ids = [t.checkpoint["id"] for t in items]
-                return bool(ids) and ids[0] == want and ids == sorted(ids, reverse=True)
-
+        for history in threads.values():
+            await _extend(saver, history, 10, text, None)
+        for size, history in threads.items():
+            get_latest, list10 = _reads(saver, history)
             out["sizes"][str(size)] = {
-                "checkpoints": built[size][2],
+                "checkpoints": len(history.ids),
                 "latest": await _timed(subject, reps, get_latest),
                 "list10": await _timed(subject, reps, list10),
             }
