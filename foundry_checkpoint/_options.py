@@ -25,7 +25,7 @@ from ._store._backends import LocalBackend
 from ._store._hosted import hosted
 from ._store._limits import DEFAULT_ITEM_TTL_SECONDS, HOSTING_ENV, MAX_TTL_SECONDS
 from ._store._naming import check_user_id, validate_prefix
-from .errors import FoundryCheckpointError, InvalidArgumentError
+from .errors import InvalidArgumentError
 
 if TYPE_CHECKING:
     from azure.core.credentials_async import AsyncTokenCredential
@@ -51,8 +51,8 @@ class StoreOptions:
 
     Raises:
         InvalidIdentifierError: a bad prefix or user id.
-        InvalidArgumentError: a TTL out of range or an unknown backend name.
-        FoundryCheckpointError: ``local_backend="sdk"`` in hosted mode.
+        InvalidArgumentError: a TTL out of range, an unknown backend name, or
+            ``local_backend="sdk"`` in hosted mode.
 
     Example:
         >>> StoreOptions(store_prefix="maf", user_id="alice").user_id
@@ -80,7 +80,7 @@ class StoreOptions:
                 f"local_backend must be 'sqlite' or 'sdk', got {self.local_backend!r}"
             )
         if self.local_backend == "sdk" and hosted():
-            raise FoundryCheckpointError(
+            raise InvalidArgumentError(
                 f"local_backend='sdk' was asked for, but {HOSTING_ENV} is set "
                 "(hosted mode); the SDK's local backend is only available when it is unset. "
                 "Drop local_backend='sdk', or unset the variable for local runs."

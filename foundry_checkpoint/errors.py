@@ -74,8 +74,9 @@ class ConcurrentWriteError(FoundryCheckpointError):
     """A write lost the race against concurrent writers on every attempt and was given up.
 
     For example the pending writes of one task merged into an item that other processes kept
-    changing. Nothing of the losing write was stored; retrying the step is safe. Two workers
-    running the same thread at the same time is the usual cause.
+    changing, or a checkpoint that ``prune`` keeps rewritten by another process while prune
+    rewrote it. Nothing of the losing write was stored (prune deleted nothing); retrying is
+    safe. Two workers running the same thread at the same time is the usual cause.
     """
 
 

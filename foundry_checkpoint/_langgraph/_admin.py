@@ -72,7 +72,7 @@ class ThreadAdmin(CoreOwner):
         Raises:
             CheckpointTooLargeError: a surviving checkpoint cannot hold the history of its
                 deleted parent (no spill store); nothing was deleted.
-            FoundryCheckpointError: a surviving checkpoint changed while it was rewritten;
+            ConcurrentWriteError: a surviving checkpoint changed while it was rewritten;
                 nothing was deleted, retry.
 
         Example:
@@ -136,7 +136,7 @@ class ThreadAdmin(CoreOwner):
             InvalidIdentifierError: a thread id is empty or not text.
             CheckpointTooLargeError: a kept checkpoint cannot hold the history of its deleted
                 parent (no spill store); nothing was deleted.
-            FoundryCheckpointError: a kept checkpoint changed while it was rewritten;
+            ConcurrentWriteError: a kept checkpoint changed while it was rewritten;
                 nothing was deleted, retry.
 
         Example:

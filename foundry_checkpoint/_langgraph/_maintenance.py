@@ -20,7 +20,7 @@ from .._aio import bounded
 from .._core import DEFAULT_GC_GRACE_SECONDS, Scope
 from .._store._naming import tag_value, unescape
 from .._store._protocol import ItemKey
-from ..errors import FoundryCheckpointError, InvalidArgumentError, MissingBlobError
+from ..errors import ConcurrentWriteError, InvalidArgumentError, MissingBlobError
 from ._config import check_thread
 from ._context import Context
 from ._history import raw_history
@@ -248,7 +248,7 @@ async def _write_detached(
     try:
         await scope.store.set_item(key, value, tags=tags, if_match=etag)
     except FoundryStoragePreconditionError:
-        raise FoundryCheckpointError(
+        raise ConcurrentWriteError(
             f"{scope.where(key)} changed while it was being pruned; nothing was deleted. "
             "Retry the prune."
         ) from None

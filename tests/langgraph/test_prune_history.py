@@ -145,6 +145,44 @@ def test_prune_refuses_before_deleting_when_the_history_cannot_be_kept(
     assert len(state.values["messages"]) == 8 and state.parent_config is not None
 
 
+def test_prune_gives_up_whole_when_a_kept_checkpoint_changes_meanwhile(
+    make_saver: Callable[..., FoundryCheckpointer], store_env: Any
+) -> None:
+    """Another writer changes the checkpoint prune is rewriting: ``ConcurrentWriteError``,
+    nothing is deleted, and the retry prunes."""
+    from foundry_checkpoint.errors import ConcurrentWriteError
+
+    saver = make_saver()
+    graph = chat_graph(saver)
+    for turn in range(3):
+        graph.invoke(human(turn), cfg("raced"))
+    before = _ids(saver, "raced")
+    scope = saver._core.run(saver._core.scope("raced"))
+    store = scope.store
+
+    class Racing:
+        """The store, with another writer rewriting an item just before each conditional write."""
+
+        def __getattr__(self, name: str) -> Any:
+            return getattr(store, name)
+
+        async def set_item(self, key: str, value: Any, **kwargs: Any) -> Any:
+            if kwargs.get("if_match"):
+                await store.set_item(key, value, tags=kwargs.get("tags"))
+            return await store.set_item(key, value, **kwargs)
+
+    scope.store = Racing()  # type: ignore[assignment]
+    try:
+        with pytest.raises(ConcurrentWriteError, match="changed while it was being pruned"):
+            saver.prune(["raced"])
+    finally:
+        scope.store = store
+    assert _ids(saver, "raced") == before
+    saver.prune(["raced"])
+    assert _ids(saver, "raced") == before[:1]
+    assert texts(graph.get_state(cfg("raced")).values["messages"]) == reference(3)
+
+
 # -- subgraphs ------------------------------------------------------------------------------
 def _child(tag: str, *, ask: bool = False, checkpointer: Any = None) -> Any:
     builder = StateGraph(Chat)
