@@ -64,6 +64,7 @@ from ._store._naming import (
     checked_spill_namespace,
     item_key,
     store_name,
+    unescape,
 )
 from ._store._protocol import ItemKey, RanksByTag, StateStoreLike, StoredItem
 from .errors import (
@@ -476,10 +477,14 @@ class CheckpointCore:
             return []
         ids: list[str | None] = []
         for key in await all_keys(index, _INDEX_TAGS):
-            item = await index.get_item(key.key)
-            if item is not None:
-                scope_id = item.value.get("id")
-                ids.append(scope_id if isinstance(scope_id, str) else None)
+            if key.key == _index_key(None):
+                ids.append(None)
+            elif (scope_id := _scope_of_key(key.key)) is not None:
+                ids.append(scope_id)
+            elif (item := await index.get_item(key.key)) is not None:
+                # A hashed key (an id too long to escape into one): the item names it.
+                value = item.value.get("id")
+                ids.append(value if isinstance(value, str) else None)
         return ids
 
     @overload
@@ -554,6 +559,17 @@ class CheckpointCore:
 
 def _index_key(scope_id: str | None) -> str:
     return item_key("d") if scope_id is None else item_key("s", scope_id)
+
+
+def _scope_of_key(key: str) -> str | None:
+    """The scope id an index key spells out (None when hashed: the item holds the id).
+
+    Example:
+        >>> _scope_of_key(_index_key("thread 1")), _scope_of_key(_index_key("x" * 200))
+        ('thread 1', None)
+    """
+    kind, _, escaped = key.partition("/")
+    return unescape(escaped) if kind == "s" else None
 
 
 def _default_spill(kind: BackendKind, root: Path) -> SpillStore | None:

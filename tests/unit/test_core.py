@@ -222,12 +222,12 @@ def test_gc_removes_only_the_callers_unreferenced_old_blobs(store_env: StoreEnv)
 
 def test_sdk_backend_in_hosted_mode_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
     from foundry_checkpoint import FoundryCheckpointer
-    from foundry_checkpoint.errors import FoundryCheckpointError
+    from foundry_checkpoint.errors import InvalidArgumentError
     from foundry_checkpoint_maf import FoundryCheckpointStorage
 
     monkeypatch.setenv("FOUNDRY_HOSTING_ENVIRONMENT", "1")
     for make in (FoundryCheckpointer, lambda **kw: FoundryCheckpointStorage("c", **kw)):
-        with pytest.raises(FoundryCheckpointError, match="only available when it is unset"):
+        with pytest.raises(InvalidArgumentError, match="only available when it is unset"):
             make(local_backend="sdk")
 
 
@@ -243,5 +243,30 @@ def test_the_embedded_store_keeps_small_values_uncompressed(store_env: StoreEnv)
     try:
         value = core.run(encode())
         assert value["c"] == ("z" if store_env.mode == "hosted" else "raw")
+    finally:
+        core.close()
+
+
+def test_scope_ids_are_read_from_the_index_keys(
+    store_env: StoreEnv, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Listing a user's threads lists the index: no item is read, except for an id too long
+    to be spelled out in its key (the key is then a hash)."""
+    core = _core(store_env)
+    ids: list[str | None] = ["t1", "a b/ç.~", ".dot", "x" * 200, None]
+    try:
+        for scope_id in ids:
+            core.run(core.register(scope_id))
+        index = core.run(core.index())
+        read: list[str] = []
+        get_item = index.get_item
+
+        async def counted(key: str) -> Any:
+            read.append(key)
+            return await get_item(key)
+
+        monkeypatch.setattr(index, "get_item", counted)
+        assert sorted(core.run(core.scope_ids()), key=str) == sorted(ids, key=str)
+        assert len(read) == 1 and read[0].startswith("!")
     finally:
         core.close()
