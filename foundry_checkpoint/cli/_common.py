@@ -22,6 +22,7 @@ from ..errors import FoundryCheckpointError
 from ._format import cell, mask_secrets, strict_json, visible
 
 if TYPE_CHECKING:
+    from .._gc import GcReport
     from .._lifecycle import CoreOwner
 
 JsonFlag = Annotated[bool, typer.Option("--json", help="print one JSON document instead of tables")]
@@ -272,6 +273,42 @@ def table(*columns: str, title: str | None = None) -> Table:
     for column in columns:
         out.add_column(column, no_wrap=column in _ID_COLUMNS)
     return out
+
+
+def gc_report(
+    opts: Options, info: dict[str, Any], report: GcReport, *, scope: str, grace: float
+) -> None:
+    """Print what ``gc`` did (JSON with ``--json``); ``scope`` names the scopes it scanned
+    (``"thread"``, ``"context"``)."""
+    data = {
+        "backend": info,
+        "dry_run": report.dry_run,
+        f"scanned_{scope}s": report.scanned_scopes,
+        "referenced": report.referenced,
+        "kept_recent": report.kept_recent,
+        "deleted": [{"namespace": ns, "digest": digest} for ns, digest in report.deleted],
+        "unattributed": report.unattributed,
+    }
+    if opts.json:
+        emit_json(data)
+        return
+    out = console()
+    header(out, info)
+    if info["spill"] is None:
+        out.print("no spill store is configured: nothing to collect")
+        return
+    verb = "would delete" if report.dry_run else "deleted"
+    out.print(
+        f"{verb} {len(report.deleted)} orphaned blob(s) in {report.scanned_scopes} {scope}(s); "
+        f"{report.referenced} referenced, {report.kept_recent} kept (younger than {grace:g} s)"
+    )
+    for ns, digest in report.deleted:
+        say(out, f"  {ns}/{digest}")
+    if report.unattributed:
+        out.print(
+            f"{len(report.unattributed)} namespace(s) under the prefix belong to no {scope} of "
+            f"yours (another user's, or a deleted {scope}'s); left alone"
+        )
 
 
 def emit_json(data: Any) -> None:

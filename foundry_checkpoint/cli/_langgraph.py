@@ -324,35 +324,7 @@ def gc(
     with _opened(opts) as saver:
         report = saver.gc(grace_seconds=grace, dry_run=dry_run)
         backend = _backend(saver)
-    data = {
-        "backend": backend,
-        "dry_run": report.dry_run,
-        "scanned_threads": report.scanned_scopes,
-        "referenced": report.referenced,
-        "kept_recent": report.kept_recent,
-        "deleted": [{"namespace": ns, "digest": digest} for ns, digest in report.deleted],
-        "unattributed": report.unattributed,
-    }
-    if opts.json:
-        _emit_json(data)
-        return
-    console = _console()
-    _header(console, backend)
-    if backend["spill"] is None:
-        console.print("no spill store is configured: nothing to collect")
-        return
-    verb = "would delete" if dry_run else "deleted"
-    console.print(
-        f"{verb} {len(report.deleted)} orphaned blob(s) in {report.scanned_scopes} thread(s); "
-        f"{report.referenced} referenced, {report.kept_recent} kept (younger than {grace:g} s)"
-    )
-    for ns, digest in report.deleted:
-        _say(console, f"  {ns}/{digest}")
-    if report.unattributed:
-        console.print(
-            f"{len(report.unattributed)} namespace(s) under the prefix belong to no thread of "
-            "yours (another user's, or a deleted thread's); left alone"
-        )
+    _common.gc_report(opts, backend, report, scope="thread", grace=grace)
 
 
 def copy(

@@ -404,27 +404,4 @@ def gc(
             return _common.backend(storage), report
 
     backend, report = _run(opts, work())
-    data = {
-        "backend": backend,
-        "dry_run": report.dry_run,
-        "scanned_contexts": report.scanned_scopes,
-        "referenced": report.referenced,
-        "kept_recent": report.kept_recent,
-        "deleted": [{"namespace": ns, "digest": digest} for ns, digest in report.deleted],
-        "unattributed": report.unattributed,
-    }
-    if opts.json:
-        _common.emit_json(data)
-        return
-    out = _common.console()
-    _common.header(out, backend)
-    if backend["spill"] is None:
-        out.print("no spill store is configured: nothing to collect")
-        return
-    verb = "would delete" if dry_run else "deleted"
-    out.print(
-        f"{verb} {len(report.deleted)} orphaned blob(s) in {report.scanned_scopes} context(s); "
-        f"{report.referenced} referenced, {report.kept_recent} kept (younger than {grace:g} s)"
-    )
-    for ns, digest in report.deleted:
-        _common.say(out, f"  {ns}/{digest}")
+    _common.gc_report(opts, backend, report, scope="context", grace=grace)
