@@ -306,9 +306,7 @@ class StateEngine(EngineDatabase):
                 rows.UPDATE_ITEM_SQL,
                 (text, dump_tags(clean_tags), etag, now, store.expires_at(now), name, part, key),
             )
-            rows.replace_tags(
-                conn, name, part, key, clean_tags, current["created_at"], current["id"]
-            )
+            rows.replace_tags(conn, name, part, key, current, clean_tags)
             ref = {
                 "id": current["id"],
                 "object": ITEM_OBJECT,
@@ -369,7 +367,7 @@ class StateEngine(EngineDatabase):
             current = rows.current(conn, name, part, key, now)
             rows.check_if_match(key, current, if_match)
             if current is not None:
-                rows.delete_row(conn, name, part, key)
+                rows.delete_row(conn, name, part, key, current)
         return {
             "id": None if current is None else current["id"],
             "object": ITEM_OBJECT,

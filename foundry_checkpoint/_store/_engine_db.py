@@ -38,7 +38,18 @@ __all__ = ["SCHEMA", "SCHEMA_VERSION", "EngineDatabase", "open_database"]
 
 _BUSY_TIMEOUT_MS: Final = 30_000
 #: The schema version this package writes and understands (``PRAGMA user_version``).
-SCHEMA_VERSION: Final = 1
+SCHEMA_VERSION: Final = 2
+
+_ITEM_TAGS: Final = """CREATE TABLE IF NOT EXISTS item_tags (
+        store TEXT NOT NULL,
+        part TEXT NOT NULL,
+        tag_key TEXT NOT NULL,
+        tag_value TEXT NOT NULL,
+        created_at INTEGER NOT NULL,
+        id TEXT NOT NULL,
+        key TEXT NOT NULL,
+        PRIMARY KEY (store, part, tag_key, tag_value, created_at, id)
+    ) WITHOUT ROWID"""
 
 #: The statements that create the schema (every one idempotent).
 SCHEMA: Final = (
@@ -69,19 +80,22 @@ SCHEMA: Final = (
     "CREATE INDEX IF NOT EXISTS items_by_order ON items (store, part, created_at, id)",
     """CREATE INDEX IF NOT EXISTS items_by_expiry ON items (store, expires_at)
         WHERE expires_at IS NOT NULL""",
-    """CREATE TABLE IF NOT EXISTS item_tags (
-        store TEXT NOT NULL,
-        part TEXT NOT NULL,
-        key TEXT NOT NULL,
-        tag_key TEXT NOT NULL,
-        tag_value TEXT NOT NULL,
-        created_at INTEGER NOT NULL,
-        id TEXT NOT NULL,
-        PRIMARY KEY (store, part, key, tag_key)
-    ) WITHOUT ROWID""",
-    """CREATE INDEX IF NOT EXISTS item_tags_by_value
-        ON item_tags (store, part, tag_key, tag_value, created_at, id)""",
+    # One row per tag of an item, stored in the order a tag filter lists (tag, value, then
+    # the item's created_at and id): the table is its own index, so a write adds each tag to
+    # one B-tree. An item's rows are found from its row (tags, created_at, id).
+    _ITEM_TAGS,
 )
+
+#: Schema 1 kept the tag rows keyed by item and indexed them by value: two B-trees per tag.
+_MIGRATIONS: Final = {
+    1: (
+        _ITEM_TAGS.replace("item_tags", "item_tags_2", 1),
+        "INSERT INTO item_tags_2 (store, part, tag_key, tag_value, created_at, id, key)"
+        " SELECT store, part, tag_key, tag_value, created_at, id, key FROM item_tags",
+        "DROP TABLE item_tags",
+        "ALTER TABLE item_tags_2 RENAME TO item_tags",
+    ),
+}
 
 
 def open_database(path: Path | None) -> sqlite3.Connection:
@@ -121,14 +135,14 @@ def open_database(path: Path | None) -> sqlite3.Connection:
         if version < SCHEMA_VERSION:
             conn.execute("BEGIN IMMEDIATE")
             try:
-                for statement in SCHEMA:
-                    conn.execute(statement)
-                conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+                # Another process may have upgraded the file since the version was read.
+                version = conn.execute("PRAGMA user_version").fetchone()[0]
+                _upgrade(conn, version)
                 conn.execute("COMMIT")
             except BaseException:
                 conn.execute("ROLLBACK")
                 raise
-        elif version > SCHEMA_VERSION:
+        if version > SCHEMA_VERSION:
             raise FoundryCheckpointError(
                 f"The state database {target} has schema version {version}, newer than "
                 f"this foundry-checkpoint understands ({SCHEMA_VERSION}); upgrade the "
@@ -138,6 +152,19 @@ def open_database(path: Path | None) -> sqlite3.Connection:
         conn.close()
         raise
     return conn
+
+
+def _upgrade(conn: sqlite3.Connection, version: int) -> None:
+    """Bring a database of schema ``version`` (0: empty) to :data:`SCHEMA_VERSION`, inside
+    the caller's transaction; a newer schema is left alone."""
+    if version >= SCHEMA_VERSION:
+        return
+    for step in range(version, SCHEMA_VERSION) if version else ():
+        for statement in _MIGRATIONS[step]:
+            conn.execute(statement)
+    for statement in SCHEMA:
+        conn.execute(statement)
+    conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
 
 
 def _set_wal(conn: sqlite3.Connection) -> None:

@@ -2,8 +2,9 @@
 
 :func:`list_query` checks the arguments of ``list_keys`` and builds the page query (through
 ``item_tags`` when filtering by tags, else over ``items``); :func:`list_params` binds a store,
-partition, clock and cursor to it. Both indexes ``items_by_order`` and ``item_tags_by_value``
-end in ``(created_at, id)``, so a page costs the same for 10 and 100,000 items.
+partition, clock and cursor to it. The index ``items_by_order`` and the ``item_tags`` table (kept
+in tag value order) both end in ``(created_at, id)``, so a page costs the same for 10 and 100,000
+items.
 
 Example:
     >>> sql, params, cursor, tags = list_query(
@@ -34,6 +35,11 @@ __all__ = [
 ]
 
 _ITEM_COLUMNS: Final = "i.id, i.key, i.etag, i.created_at, i.updated_at, i.tags"
+#: The item of tag row ``t`` (by key, and the order columns it was tagged with).
+_ITEM_OF_TAG: Final = (
+    "i.store = t.store AND i.part = t.part AND i.key = t.key"
+    " AND i.created_at = t.created_at AND i.id = t.id"
+)
 #: A live cursor item (params: store, part, id, now).
 CURSOR_SQL: Final = (
     "SELECT id, created_at, tags FROM items WHERE store = ? AND part = ? AND id = ?"
@@ -107,7 +113,7 @@ def list_query(
         (first_key, first_value), *rest = clean_tags.items()
         sql = (
             f"SELECT {_ITEM_COLUMNS} FROM item_tags t CROSS JOIN items i"
-            " ON i.store = t.store AND i.part = t.part AND i.key = t.key"
+            f" ON {_ITEM_OF_TAG}"
             " WHERE t.store = :store AND t.part = :part"
             " AND t.tag_key = :k0 AND t.tag_value = :v0"
         )
@@ -134,11 +140,12 @@ def greatest_queries(
 ) -> tuple[str, str, dict[str, Any]]:
     """The two queries of ``StateEngine.greatest``: the greatest ``by`` values, then their items.
 
-    The first walks ``item_tags_by_value`` down from the greatest value of ``by`` (or from
-    below ``below``) and keeps the first ``count`` distinct values of live items carrying
-    ``tags`` and ``among``; the second reads every live item carrying ``tags`` with one of
-    those values, bound as ``:top0``, ``:top1``, ... (format the SQL with :func:`among_values`
-    first). Both use the store, partition and clock parameters of :func:`list_params`.
+    The first walks ``item_tags`` (kept in tag value order) down from the greatest value of
+    ``by`` (or from below ``below``) and keeps the first ``count`` distinct values of live
+    items carrying ``tags`` and ``among``; the second reads every live item carrying ``tags``
+    with one of those values, bound as ``:top0``, ``:top1``, ... (format the SQL with
+    :func:`among_values` first). Both use the store, partition and clock parameters of
+    :func:`list_params`.
 
     Raises:
         FoundryStorageBadRequestError: A bad tag name or value, or a bad ``count``.
@@ -155,7 +162,7 @@ def greatest_queries(
     params: dict[str, Any] = {"by": by}
     base = (
         " FROM item_tags t CROSS JOIN items i"
-        " ON i.store = t.store AND i.part = t.part AND i.key = t.key"
+        f" ON {_ITEM_OF_TAG}"
         " WHERE t.store = :store AND t.part = :part AND t.tag_key = :by"
     )
     live = " AND (i.expires_at IS NULL OR i.expires_at > :now)"
@@ -196,8 +203,8 @@ def _carrying(tags: Mapping[str, str], params: dict[str, Any], *, start: int) ->
     for index, (tag_key, tag_value) in enumerate(tags.items(), start=start):
         sql += (
             " AND EXISTS (SELECT 1 FROM item_tags x WHERE x.store = t.store"
-            f" AND x.part = t.part AND x.key = t.key AND x.tag_key = :k{index}"
-            f" AND x.tag_value = :v{index})"
+            f" AND x.part = t.part AND x.tag_key = :k{index} AND x.tag_value = :v{index}"
+            " AND x.created_at = t.created_at AND x.id = t.id)"
         )
         params[f"k{index}"] = tag_key
         params[f"v{index}"] = tag_value

@@ -28,7 +28,7 @@ from ._engine_checks import bad_request, dump_tags
 __all__ = [
     "CURRENT_ITEM_SQL",
     "DELETE_ITEM_SQL",
-    "DELETE_TAGS_SQL",
+    "DELETE_TAG_SQL",
     "EXPIRED_ITEMS_SQL",
     "INSERT_ITEM_SQL",
     "INSERT_TAG_SQL",
@@ -58,7 +58,8 @@ _PURGE_BATCH: Final = 64
 
 #: The row of a key, live or expired (params: store, part, key).
 CURRENT_ITEM_SQL: Final = (
-    "SELECT id, etag, created_at, expires_at FROM items WHERE store = ? AND part = ? AND key = ?"
+    "SELECT id, etag, created_at, expires_at, tags FROM items"
+    " WHERE store = ? AND part = ? AND key = ?"
 )
 #: A live item read back (params: store, part, key, now).
 READ_ITEM_SQL: Final = (
@@ -68,8 +69,8 @@ READ_ITEM_SQL: Final = (
 )
 #: A batch of expired items of one store (params: store, now, batch size).
 EXPIRED_ITEMS_SQL: Final = (
-    "SELECT part, key FROM items WHERE store = ? AND expires_at IS NOT NULL"
-    " AND expires_at <= ? LIMIT ?"
+    "SELECT part, key, id, created_at, tags FROM items WHERE store = ?"
+    " AND expires_at IS NOT NULL AND expires_at <= ? LIMIT ?"
 )
 #: Insert an item (params: store, part, key, id, value, tags, etag, created, updated, expires).
 INSERT_ITEM_SQL: Final = (
@@ -81,13 +82,17 @@ UPDATE_ITEM_SQL: Final = (
     "UPDATE items SET value = ?, tags = ?, etag = ?, updated_at = ?, expires_at = ?"
     " WHERE store = ? AND part = ? AND key = ?"
 )
-#: Delete an item's tag rows (params: store, part, key).
-DELETE_TAGS_SQL: Final = "DELETE FROM item_tags WHERE store = ? AND part = ? AND key = ?"
+#: Delete one tag row of an item (params: store, part, tag key, tag value, created, id): the
+#: whole primary key, as an item's tags are stored in value order (see ``_engine_db``).
+DELETE_TAG_SQL: Final = (
+    "DELETE FROM item_tags WHERE store = ? AND part = ? AND tag_key = ? AND tag_value = ?"
+    " AND created_at = ? AND id = ?"
+)
 #: Delete an item (params: store, part, key).
 DELETE_ITEM_SQL: Final = "DELETE FROM items WHERE store = ? AND part = ? AND key = ?"
-#: Insert one tag row (params: store, part, key, tag key, tag value, created, id).
+#: Insert one tag row (params: store, part, tag key, tag value, created, id, key).
 INSERT_TAG_SQL: Final = (
-    "INSERT INTO item_tags (store, part, key, tag_key, tag_value, created_at, id)"
+    "INSERT INTO item_tags (store, part, tag_key, tag_value, created_at, id, key)"
     " VALUES (?, ?, ?, ?, ?, ?, ?)"
 )
 
@@ -189,7 +194,7 @@ def current(
     """The live row for a key; an expired row for the key is removed on the way."""
     row: sqlite3.Row | None = conn.execute(CURRENT_ITEM_SQL, (store, part, key)).fetchone()
     if row is not None and row["expires_at"] is not None and row["expires_at"] <= now:
-        delete_row(conn, store, part, key)
+        delete_row(conn, store, part, key, row)
         return None
     return row
 
@@ -256,14 +261,14 @@ def replace_tags(
     store: str,
     part: str,
     key: str,
+    old: sqlite3.Row,
     tags: Mapping[str, str] | None,
-    created_at: int,
-    item_id: str,
 ) -> None:
-    """Replace the tag rows of an item (they carry its order columns for indexed listing)."""
-    conn.execute(DELETE_TAGS_SQL, (store, part, key))
+    """Replace the tag rows of an item (``old``: its current row) with rows for ``tags``; they
+    keep its order columns (``created_at``, ``id``) for indexed listing."""
+    _delete_tags(conn, store, part, old)
     if tags:
-        _insert_tags(conn, store, part, key, tags, created_at, item_id)
+        _insert_tags(conn, store, part, key, tags, old["created_at"], old["id"])
 
 
 def _insert_tags(
@@ -276,13 +281,23 @@ def _insert_tags(
     item_id: str,
 ) -> None:
     conn.executemany(
-        INSERT_TAG_SQL, [(store, part, key, k, v, created_at, item_id) for k, v in tags.items()]
+        INSERT_TAG_SQL, [(store, part, k, v, created_at, item_id, key) for k, v in tags.items()]
     )
 
 
-def delete_row(conn: sqlite3.Connection, store: str, part: str, key: str) -> None:
-    """Delete an item and its tag rows."""
-    conn.execute(DELETE_TAGS_SQL, (store, part, key))
+def _delete_tags(conn: sqlite3.Connection, store: str, part: str, row: sqlite3.Row) -> None:
+    """Delete the tag rows of an item, found from its row (tags, ``created_at``, ``id``)."""
+    if row["tags"]:
+        created_at, item_id = row["created_at"], row["id"]
+        conn.executemany(
+            DELETE_TAG_SQL,
+            [(store, part, k, v, created_at, item_id) for k, v in json.loads(row["tags"]).items()],
+        )
+
+
+def delete_row(conn: sqlite3.Connection, store: str, part: str, key: str, row: sqlite3.Row) -> None:
+    """Delete an item (``row``: its current row) and its tag rows."""
+    _delete_tags(conn, store, part, row)
     conn.execute(DELETE_ITEM_SQL, (store, part, key))
 
 
@@ -290,4 +305,4 @@ def purge_expired(conn: sqlite3.Connection, store: str, now: int) -> None:
     """Remove a bounded batch of expired items of one store (lazy TTL clean-up)."""
     rows = conn.execute(EXPIRED_ITEMS_SQL, (store, now, _PURGE_BATCH)).fetchall()
     for row in rows:
-        delete_row(conn, store, row["part"], row["key"])
+        delete_row(conn, store, row["part"], row["key"], row)

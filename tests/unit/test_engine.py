@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sqlite3
 import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -17,6 +18,7 @@ from azure.ai.agentserver.core.storage import (
 )
 
 from foundry_checkpoint._store._engine import UNSET, StateEngine
+from foundry_checkpoint._store._engine_db import SCHEMA_VERSION
 from foundry_checkpoint._store._engine_list import (
     CURSOR_SQL,
     among_values,
@@ -27,7 +29,7 @@ from foundry_checkpoint._store._engine_list import (
 from foundry_checkpoint._store._engine_rows import (
     CURRENT_ITEM_SQL,
     DELETE_ITEM_SQL,
-    DELETE_TAGS_SQL,
+    DELETE_TAG_SQL,
     EXPIRED_ITEMS_SQL,
     READ_ITEM_SQL,
     UPDATE_ITEM_SQL,
@@ -703,7 +705,7 @@ def test_latest_key_queries_use_an_index(
         plan = [str(row["detail"]) for row in conn.execute("EXPLAIN QUERY PLAN " + sql, named)]
     _assert_indexed(plan)
     if tags:
-        assert "item_tags_by_value" in plan[0]
+        assert plan[0].startswith("SEARCH t USING PRIMARY KEY (store=? AND part=? AND tag_key=?")
     else:
         assert "items_by_order" in plan[0]
     eng.close()
@@ -723,7 +725,9 @@ def test_greatest_queries_use_an_index(tmp_path: Path) -> None:
         for sql, args in ((top, named), (group, {**named, **tops})):
             plan = [str(row["detail"]) for row in conn.execute("EXPLAIN QUERY PLAN " + sql, args)]
             _assert_indexed(plan)
-            assert "item_tags_by_value" in plan[0]
+            assert plan[0].startswith(
+                "SEARCH t USING PRIMARY KEY (store=? AND part=? AND tag_key=?"
+            )
     eng.close()
 
 
@@ -734,7 +738,7 @@ def test_write_statements_use_indexes(tmp_path: Path) -> None:
         (CURRENT_ITEM_SQL, ("s", "u", "k")),
         (READ_ITEM_SQL, ("s", "u", "k", 5)),
         (EXPIRED_ITEMS_SQL, ("s", 5, 64)),
-        (DELETE_TAGS_SQL, ("s", "u", "k")),
+        (DELETE_TAG_SQL, ("s", "u", "kind", "cp", 5, "i")),
         (DELETE_ITEM_SQL, ("s", "u", "k")),
         (UPDATE_ITEM_SQL, ("{}", None, '"e"', 5, None, "s", "u", "k")),
         (CURSOR_SQL, ("s", "u", "i", 5)),
@@ -762,6 +766,48 @@ def test_file_database_persists_and_uses_wal(tmp_path: Path) -> None:
     assert keys(reopened.list_keys(S, user="u", tags={"kind": "cp"})) == ["a"]
     reopened.close()
     assert StateEngine().path is None
+
+
+def test_a_schema_1_database_is_upgraded_in_place(tmp_path: Path) -> None:
+    """Files written by schema 1 (tag rows keyed by item, indexed by value) open upgraded,
+    with every tag still listed, ranked, replaced and deleted as before."""
+    path = tmp_path / "state.sqlite3"
+    eng = StateEngine(path)
+    eng.create_store(S, user_isolation=True, item_ttl_seconds=-1)
+    for i in range(5):
+        put(eng, f"k{i}", {"kind": "cp", "id": f"{i:02d}"})
+    eng.close()
+    conn = sqlite3.connect(path, isolation_level=None)
+    conn.executescript(
+        """BEGIN;
+        CREATE TABLE old_tags (store TEXT NOT NULL, part TEXT NOT NULL, key TEXT NOT NULL,
+            tag_key TEXT NOT NULL, tag_value TEXT NOT NULL, created_at INTEGER NOT NULL,
+            id TEXT NOT NULL, PRIMARY KEY (store, part, key, tag_key)) WITHOUT ROWID;
+        INSERT INTO old_tags SELECT store, part, key, tag_key, tag_value, created_at, id
+            FROM item_tags;
+        DROP TABLE item_tags;
+        ALTER TABLE old_tags RENAME TO item_tags;
+        CREATE INDEX item_tags_by_value
+            ON item_tags (store, part, tag_key, tag_value, created_at, id);
+        PRAGMA user_version = 1;
+        COMMIT;"""
+    )
+    conn.close()
+
+    eng = StateEngine(path)
+    with eng._transaction(write=False) as db:
+        assert db.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
+        names = {row[0] for row in db.execute("SELECT name FROM sqlite_master")}
+    assert "item_tags_by_value" not in names
+    assert sorted(keys(eng.list_keys(S, user="u", tags={"kind": "cp"}))) == [
+        f"k{i}" for i in range(5)
+    ]
+    assert [r["key"] for r in eng.greatest(S, user="u", by="id", tags={"kind": "cp"})] == ["k4"]
+    put(eng, "k4", {"kind": "w"})
+    eng.delete_item(S, "k3", user="u", if_match=None)
+    assert sorted(keys(eng.list_keys(S, user="u", tags={"kind": "cp"}))) == ["k0", "k1", "k2"]
+    assert table_rows(eng, "item_tags") == 3 * 2 + 1
+    eng.close()
 
 
 def test_threads_share_one_engine(tmp_path: Path) -> None:
