@@ -68,7 +68,7 @@ FULL: dict[str, dict[str, Any]] = {
     },
     "lg-read": {"sizes": [10, 100, 1_000], "reads": 30, "sdk_reads": 5, "sdk_budget_s": 60},
     "lg-big": {"bytes": 5 * 1024 * 1024, "reps": 11},
-    "maf-run": {"supersteps": 100, "reps": 3, "payload": 1000},
+    "maf-run": {"supersteps": 100, "reps": 7, "payload": 1000},
     "maf-latest": {"sizes": [10, 100, 1_000], "reads": 10, "slow_reads": 3, "budget_s": 60},
     "hosted-threads": {"threads": 2000, "users": 20, "marks": [200, 1000, 2000]},
 }
