@@ -62,7 +62,7 @@ FULL: dict[str, dict[str, Any]] = {
         "steps": 1000,
         "chars": 500,
         "reps": 3,
-        "hosted_reps": 3,
+        "hosted_reps": 5,
         "sdk_reps": 1,
         "sdk_budget_s": 60,
     },
