@@ -146,7 +146,7 @@ class LocalCounters:
     def _install_engine(self) -> None:
         import foundry_checkpoint._store._engine as engine_module
 
-        original_validate = engine_module.validate_value
+        original_validate = engine_module.validate_value  # type: ignore[attr-defined]
 
         def counting_validate(value: object) -> str:
             text = original_validate(value)

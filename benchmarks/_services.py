@@ -132,7 +132,7 @@ def _serve() -> int:
     from foundry_checkpoint.emulator import FoundryEmulator
 
     tally = {"items": 0, "item_bytes": 0}
-    original = engine_module.validate_value
+    original = engine_module.validate_value  # type: ignore[attr-defined]
 
     def counting(value: object) -> str:
         text = original(value)

@@ -62,7 +62,7 @@ async def threads(emulator: Any, scale: dict[str, Any]) -> dict[str, Any]:
             CountingCredential.made += 1
             super().__init__("agent")
 
-    azure.identity.aio.DefaultAzureCredential = CountingCredential  # type: ignore[misc]
+    azure.identity.aio.DefaultAzureCredential = CountingCredential  # type: ignore[misc,assignment]
     total, users = int(scale["threads"]), int(scale["users"])
     marks = {int(m) for m in scale["marks"]}
     emulator.reset()
