@@ -46,7 +46,12 @@ def _group(ctx: typer.Context, json_out: JsonFlag = False) -> None:
     _common.options(ctx, json_out)
 
 
-ContextArg = Annotated[str, typer.Argument(help="context id (the storage's context_id)")]
+ContextArg = Annotated[
+    str,
+    typer.Argument(
+        help="context id (the storage's context_id; '' for the default store, context_id=None)"
+    ),
+]
 AllowTypeOpt = Annotated[
     list[str] | None,
     typer.Option(
@@ -101,8 +106,19 @@ def _heads(items: list[StoredCheckpoint]) -> set[str]:
     return set(latest.values())
 
 
+def _context_id(context: str) -> str | None:
+    """The storage's ``context_id`` for a context argument: ``''`` names the default store
+    (a context id is never empty)."""
+    return context or None
+
+
+def _named(context: str) -> str:
+    """A context argument in messages."""
+    return f"context {context!r}" if context else "the default context"
+
+
 def _missing_context(opts: Options, context: str) -> str:
-    return f"context {context!r} has no checkpoints under prefix {_prefix(opts)!r}"
+    return f"{_named(context)} has no checkpoints under prefix {_prefix(opts)!r}"
 
 
 @app.command()
@@ -141,7 +157,7 @@ def contexts(ctx: typer.Context, json_out: JsonFlag = False) -> None:
     for item in rows:
         _common.row(
             grid,
-            "(default)" if item["context_id"] is None else item["context_id"],
+            "(default: '')" if item["context_id"] is None else item["context_id"],
             item["checkpoints"],
             ", ".join(item["workflows"]),
             item["latest"]["checkpoint_id"],
@@ -163,7 +179,9 @@ def checkpoints(
 
     async def collect() -> tuple[dict[str, Any], list[StoredCheckpoint]]:
         async with _storage(opts) as storage:
-            items = await storage.for_context(context).list_stored(workflow_name=workflow)
+            items = await storage.for_context(_context_id(context)).list_stored(
+                workflow_name=workflow
+            )
             return _common.backend(storage), items
 
     backend, items = _run(opts, collect())
@@ -173,7 +191,9 @@ def checkpoints(
     heads = _heads(items)
     rows = [{**_record(i), "latest": i.checkpoint_id in heads} for i in items]
     if opts.json:
-        _common.emit_json({"backend": backend, "context_id": context, "checkpoints": rows})
+        _common.emit_json(
+            {"backend": backend, "context_id": _context_id(context), "checkpoints": rows}
+        )
         return
     out = _common.console()
     _common.header(out, backend)
@@ -189,7 +209,7 @@ def checkpoints(
                 item["timestamp"] or "-",
             )
         out.print(grid)
-    _common.say(out, f"{len(rows)} checkpoint(s) in context {context!r}")
+    _common.say(out, f"{len(rows)} checkpoint(s) in {_named(context)}")
 
 
 def _event_json(request_id: str, event: Any) -> dict[str, Any]:
@@ -223,7 +243,7 @@ def show(
 
     async def collect() -> tuple[dict[str, Any], dict[str, Any]]:
         async with _storage(opts, allow_type) as root:
-            storage = root.for_context(context)
+            storage = root.for_context(_context_id(context))
             wanted = checkpoint
             if wanted is None:
                 items = await storage.list_stored(workflow_name=workflow)
@@ -240,7 +260,7 @@ def show(
                 _common.fail(text)
             data = {
                 **_record(stored),
-                "context_id": context,
+                "context_id": _context_id(context),
                 "size": stored.size,
                 "spilled": stored.spilled,
                 "iteration_count": loaded.iteration_count,
@@ -308,28 +328,28 @@ def delete(
 
     async def count() -> int:
         async with _storage(opts) as root:
-            return len(await root.for_context(context).list_stored())
+            return len(await root.for_context(_context_id(context)).list_stored())
 
     found = _run(opts, count())
     if not found:
         _common.fail(_missing_context(opts, context))
     what = (
-        f"checkpoint {checkpoint!r} of context {context!r}"
+        f"checkpoint {checkpoint!r} of {_named(context)}"
         if checkpoint
-        else (f"context {context!r} and its {found} checkpoint(s)")
+        else (f"{_named(context)} and its {found} checkpoint(s)")
     )
     if not yes and not opts.json:
         typer.confirm(f"delete {what}?", abort=True)
 
     async def remove() -> tuple[dict[str, Any], int]:
         async with _storage(opts) as root:
-            storage = root.for_context(context)
+            storage = root.for_context(_context_id(context))
             if checkpoint is None:
                 deleted = await storage.delete_context()
             else:
                 deleted = int(await storage.delete(checkpoint))
                 if not deleted:
-                    _common.fail(f"context {context!r} has no checkpoint {checkpoint!r}")
+                    _common.fail(f"{_named(context)} has no checkpoint {checkpoint!r}")
             return _common.backend(root), deleted
 
     backend, deleted = _run(opts, remove())
@@ -337,7 +357,7 @@ def delete(
         _common.emit_json(
             {
                 "backend": backend,
-                "context_id": context,
+                "context_id": _context_id(context),
                 "checkpoint_id": checkpoint,
                 "deleted": deleted,
             }
@@ -345,7 +365,7 @@ def delete(
         return
     out = _common.console()
     _common.header(out, backend)
-    _common.say(out, f"deleted {what}" if checkpoint else f"deleted context {context!r}")
+    _common.say(out, f"deleted {what}" if checkpoint else f"deleted {_named(context)}")
 
 
 @app.command()
@@ -363,7 +383,7 @@ def prune(
 
     async def work() -> tuple[dict[str, Any], int, int]:
         async with _storage(opts) as root:
-            storage = root.for_context(context)
+            storage = root.for_context(_context_id(context))
             before = len(await storage.list_stored(workflow_name=workflow))
             if not before:
                 _common.fail(_missing_context(opts, context))
@@ -376,7 +396,7 @@ def prune(
         _common.emit_json(
             {
                 "backend": backend,
-                "context_id": context,
+                "context_id": _context_id(context),
                 "before": before,
                 "after": after,
                 "deleted": before - after,
@@ -385,7 +405,7 @@ def prune(
         return
     out = _common.console()
     _common.header(out, backend)
-    _common.say(out, f"pruned context {context!r}: {before - after} deleted, {after} kept")
+    _common.say(out, f"pruned {_named(context)}: {before - after} deleted, {after} kept")
 
 
 @app.command()

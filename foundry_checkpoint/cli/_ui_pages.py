@@ -78,7 +78,7 @@ async def index(stores: Stores, request: web.Request) -> Page:
         rows = []
         for context_id in await maf.list_contexts():
             if context_id is None:
-                continue  # the default store has no name to link; the CLI lists it
+                continue  # the default store has no name to link; the CLI names it ''
             items = await maf.for_context(context_id).list_stored()
             if not items:
                 continue
@@ -109,7 +109,7 @@ async def index(stores: Stores, request: web.Request) -> Page:
         rows = []
         for scope in await store.alist_scopes():
             if scope is None:
-                continue  # the default store has no name to link; the CLI lists it
+                continue  # the default store has no name to link; the CLI names it ''
             states = await store.alist_states(scope)
             if states:
                 rows.append(

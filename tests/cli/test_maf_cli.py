@@ -174,3 +174,35 @@ def test_json_before_or_after_the_command(cli: Cli, seeded: dict[str, list[Any]]
         group = cli("maf", "--json", *args[1:])
         assert before.exit_code == after.exit_code == group.exit_code == 0, args
         assert json.loads(before.stdout) == json.loads(after.stdout) == json.loads(group.stdout)
+
+
+def test_the_default_context_is_named_by_an_empty_id(cli: Cli) -> None:
+    """A storage made without ``context_id`` writes to the prefix's default store; ``''`` names
+    it on the command line (a context id is never empty)."""
+
+    async def seed() -> list[Any]:
+        async with _storage(cli, None) as storage:
+            await wf.pipeline(storage).run("one")
+            return await storage.list_checkpoints(workflow_name=wf.PIPELINE)
+
+    loaded = asyncio.run(seed())
+    assert len(loaded) > 1
+    assert [r["context_id"] for r in cli.json("maf", "contexts")["contexts"]] == [None]
+    assert "(default: '')" in cli("maf", "contexts").stdout
+
+    listed = cli.json("maf", "checkpoints", "")
+    assert listed["context_id"] is None
+    assert [r["checkpoint_id"] for r in listed["checkpoints"]] == [c.checkpoint_id for c in loaded]
+    human = cli("maf", "checkpoints", "")
+    assert f"{len(loaded)} checkpoint(s) in the default context" in human.stdout
+    shown = cli.json("maf", "show", "")
+    assert (shown["context_id"], shown["checkpoint_id"]) == (None, loaded[-1].checkpoint_id)
+    assert cli.json("maf", "prune", "")["after"] == 1
+
+    done = cli("maf", "delete", "", "--yes")
+    assert done.exit_code == 0, done.stderr
+    assert "deleted the default context" in done.stdout
+    assert cli.json("maf", "contexts")["contexts"] == []
+    gone = cli("maf", "checkpoints", "")
+    assert gone.exit_code == 1
+    assert "the default context has no checkpoints" in _one_error_line(gone.stderr)
