@@ -89,6 +89,8 @@ __all__ = [
 T = TypeVar("T")
 
 _META_KEY: Final = item_key("m", "spill")
+_DEFAULT_INDEX_KEY: Final = item_key("d")
+"""The index key of the default (None) scope."""
 _META_TAGS: Final = {"kind": "meta"}
 _INDEX_TAGS: Final = {"kind": "scope"}
 DEFAULT_GC_GRACE_SECONDS: Final = 24 * 3600
@@ -477,7 +479,7 @@ class CheckpointCore:
             return []
         ids: list[str | None] = []
         for key in await all_keys(index, _INDEX_TAGS):
-            if key.key == _index_key(None):
+            if key.key == _DEFAULT_INDEX_KEY:
                 ids.append(None)
             elif (scope_id := _scope_of_key(key.key)) is not None:
                 ids.append(scope_id)
@@ -558,7 +560,7 @@ class CheckpointCore:
 
 
 def _index_key(scope_id: str | None) -> str:
-    return item_key("d") if scope_id is None else item_key("s", scope_id)
+    return _DEFAULT_INDEX_KEY if scope_id is None else item_key("s", scope_id)
 
 
 def _scope_of_key(key: str) -> str | None:
