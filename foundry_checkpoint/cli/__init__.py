@@ -182,6 +182,9 @@ def ui(
     It lists threads and contexts, draws checkpoint trees and workflow lineage as SVG, shows
     values, metadata and pending writes, and diffs two checkpoints. Read-only unless started
     with --allow-writes. With --json the URL is printed as {"url": ...}.
+
+    The URL carries a random access token (FOUNDRY_CHECKPOINT_UI_TOKEN sets your own); the page
+    answers 403 to whoever does not have it.
     """
     from . import _ui
 
@@ -190,11 +193,15 @@ def ui(
         _ui.check_host(host, allow_remote=allow_remote)
     except InvalidArgumentError as exc:
         raise typer.BadParameter(str(exc), param_hint="--host") from exc
+    secret = os.environ.get(_ui.TOKEN_ENV) or None
+    try:
+        explorer = _ui.Explorer(opts, allow_writes=allow_writes, secret=secret)
+    except InvalidArgumentError as exc:
+        raise typer.BadParameter(str(exc), param_hint=_ui.TOKEN_ENV) from exc
 
     def announce(url: str) -> None:
         typer.echo(json.dumps({"url": url}) if opts.json else f"explorer: {url}")
 
-    explorer = _ui.Explorer(opts, allow_writes=allow_writes)
     with _common.failures():
         asyncio.run(_ui.serve(explorer, host, port, announce))
 

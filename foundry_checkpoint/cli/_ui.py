@@ -9,15 +9,28 @@ options select (hosted mode and the emulator included).
 
 Safety: it binds to 127.0.0.1 unless told otherwise (and refuses a non-loopback host without
 ``--allow-remote``), answers only requests whose ``Host`` names that address (DNS rebinding),
-escapes every stored value, and forbids scripts through its Content-Security-Policy. It is
-read-only unless started with ``--allow-writes``; then delete and prune ask on a confirmation
-page whose form carries a per-process token, so another site cannot post to it.
+escapes every stored value, and forbids scripts through its Content-Security-Policy.
+
+Access needs a secret, as Jupyter's does: loopback is shared by every local process, and the
+state root's file modes (0700) mean nothing if any local uid can ask the page. The URL the
+command prints carries a random access token (``secrets.token_urlsafe(32)``, or the deployer's
+own from ``FOUNDRY_CHECKPOINT_UI_TOKEN``); the first visit exchanges it for an HttpOnly,
+SameSite=Strict cookie and redirects to the same URL without it, so it does not linger in the
+address bar or the history. Every request without that cookie (or the token) gets 403, before
+any route, store or page is looked at: every path, known or not (``/favicon.ico`` too), and
+the write forms alike.
+The token never appears in the process's command line, which other local users can read.
+
+It is read-only unless started with ``--allow-writes``; then delete and prune ask on a
+confirmation page whose form carries a per-process token, so another site cannot post to it.
 """
 
 from __future__ import annotations
 
 import asyncio
+import hmac
 import ipaddress
+import re
 import secrets
 import signal
 import socket
@@ -31,9 +44,18 @@ from ._common import Options
 from ._html import esc, seg
 from ._ui_stores import Page, Refused, Stores
 
-__all__ = ["Explorer", "check_host", "serve"]
+__all__ = ["TOKEN_ENV", "Explorer", "check_host", "check_token", "serve"]
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+TOKEN_ENV = "FOUNDRY_CHECKPOINT_UI_TOKEN"
+"""The environment variable a deployer sets to choose the access token (else a random one)."""
+
+_TOKEN = re.compile(r"[A-Za-z0-9._~-]{32,256}")
+_FORBIDDEN = (
+    "forbidden: open the URL that 'foundry-checkpoint ui' printed (it carries the access "
+    "token); a token from another run of the explorer is not this one's\n"
+)
 
 
 def check_host(host: str, *, allow_remote: bool) -> None:
@@ -64,12 +86,47 @@ def check_host(host: str, *, allow_remote: bool) -> None:
         )
 
 
+def check_token(token: str) -> str:
+    """``token`` if it can serve as the explorer's access token.
+
+    Args:
+        token: the deployer's token (from :data:`TOKEN_ENV`).
+
+    Returns:
+        ``token`` unchanged.
+
+    Raises:
+        InvalidArgumentError: shorter than 32 characters, longer than 256, or with a character
+            other than letters, digits and ``._~-`` (also a ``ValueError``).
+
+    Example:
+        >>> check_token("0123456789abcdef" * 4)[:8]
+        '01234567'
+        >>> check_token("secret")  # doctest: +ELLIPSIS
+        Traceback (most recent call last):
+        foundry_checkpoint.errors.InvalidArgumentError: FOUNDRY_CHECKPOINT_UI_TOKEN is not ...
+    """
+    if not _TOKEN.fullmatch(token):
+        raise InvalidArgumentError(
+            f"{TOKEN_ENV} is not a usable access token: use 32 to 256 letters, digits or '._~-' "
+            "(python -c 'import secrets; print(secrets.token_urlsafe(32))' makes one), or unset "
+            "it for a random token"
+        )
+    return token
+
+
+def _same(given: str, expected: str) -> bool:
+    """Constant-time comparison of two strings (any characters: bytes are compared)."""
+    return hmac.compare_digest(given.encode("utf-8", "surrogatepass"), expected.encode())
+
+
 class Explorer:
     """The explorer application: its stores, what it allows and how it answers.
 
     Args:
         opts: the global options (prefix, backend, identity) every store is opened with.
         allow_writes: offer delete and prune (each behind a confirmation form).
+        secret: the access token (checked by :func:`check_token`); None: a random one.
 
     Example:
         >>> explorer = Explorer(Options(None, False, None, None, None, None, "sqlite"),
@@ -79,12 +136,19 @@ class Explorer:
         ['/', '/a/{scope}', '/a/{scope}/state']
         >>> explorer.allow_writes
         False
+        >>> len(explorer.secret) >= 32
+        True
     """
 
-    def __init__(self, opts: Options, *, allow_writes: bool) -> None:
+    def __init__(self, opts: Options, *, allow_writes: bool, secret: str | None = None) -> None:
         self.stores = Stores(opts, allow_writes=allow_writes)
         self.allow_writes = allow_writes
+        self.secret = secrets.token_urlsafe(32) if secret is None else check_token(secret)
+        """The access token: in the printed URL, then in the cookie."""
         self.token = secrets.token_urlsafe(24)
+        """The confirmation forms' token (a write needs it as well as the access token)."""
+        self.cookie = "foundry-explorer"
+        """The cookie's name (:func:`serve` adds the port: cookies do not tell ports apart)."""
         self.hosts: set[str] = set()
 
     async def aclose(self) -> None:
@@ -117,12 +181,35 @@ class Explorer:
 
         return handler
 
+    def _admit(self, request: web.Request) -> web.StreamResponse | None:
+        """None when the request carries the access token; else the answer: 403, or the
+        token link's redirect that sets the cookie."""
+        given = request.query.getall("token", [])
+        if given:
+            if request.method not in ("GET", "HEAD") or not all(
+                _same(value, self.secret) for value in given
+            ):
+                return web.Response(status=403, text=_FORBIDDEN)
+            rest = request.rel_url.query.copy()
+            rest.popall("token")
+            answer = web.Response(
+                status=303, headers={"Location": str(request.rel_url.with_query(rest))}
+            )
+            answer.set_cookie(self.cookie, self.secret, path="/", httponly=True, samesite="Strict")
+            return answer
+        cookie = request.cookies.get(self.cookie)
+        if cookie is None or not _same(cookie, self.secret):
+            return web.Response(status=403, text=_FORBIDDEN)
+        return None
+
     @web.middleware
     async def _guard(self, request: web.Request, handler: Handler) -> web.StreamResponse:
         if self.hosts and request.host not in self.hosts:
             response: web.StreamResponse = web.Response(
                 status=421, text="misdirected request: unknown Host\n"
             )
+        elif (refused := self._admit(request)) is not None:
+            response = refused
         else:
             try:
                 response = await handler(request)
@@ -170,7 +257,7 @@ class Explorer:
             raise Refused(403, "cross-origin form refused")
         form = await request.post()
         token = form.get("token")
-        if not isinstance(token, str) or not secrets.compare_digest(token, self.token):
+        if not isinstance(token, str) or not _same(token, self.token):
             raise Refused(403, "missing or wrong form token")
         return {k: v for k, v in form.items() if isinstance(v, str)}
 
@@ -259,7 +346,7 @@ def _keep(form: dict[str, str]) -> int:
 
 async def serve(explorer: Explorer, host: str, port: int, announce: Callable[[str], None]) -> None:
     """Serve ``explorer`` on ``host:port`` (0: a free port) until SIGINT or SIGTERM; calls
-    ``announce(url)`` once listening."""
+    ``announce(url)`` once listening, with the URL that carries the access token."""
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -269,6 +356,7 @@ async def serve(explorer: Explorer, host: str, port: int, announce: Callable[[st
     bound = sock.getsockname()[1]
     shown = f"[{host}]" if family == socket.AF_INET6 else host
     explorer.hosts = {f"{shown}:{bound}"}
+    explorer.cookie = f"foundry-explorer-{bound}"
     if host in ("127.0.0.1", "::1"):
         explorer.hosts.add(f"localhost:{bound}")
     runner = web.AppRunner(explorer.app(), access_log=None)
@@ -280,7 +368,7 @@ async def serve(explorer: Explorer, host: str, port: int, announce: Callable[[st
     try:
         site = web.SockSite(runner, sock)
         await site.start()
-        announce(f"http://{shown}:{bound}/")
+        announce(f"http://{shown}:{bound}/?token={explorer.secret}")
         await stop.wait()
     finally:
         await runner.cleanup()

@@ -1,8 +1,10 @@
 """``foundry-checkpoint ui`` in a real browser: Debian's Chromium driven by Playwright.
 
 The explorer runs as its own process (``python -m foundry_checkpoint.cli ... ui``), on the store
-``store_env`` prepares: the local default and hosted mode through the emulator. A screenshot of
-each view goes to ``test-output/ui/<test>/`` (``FOUNDRY_TEST_OUTPUT`` moves the folder).
+``store_env`` prepares: the local default and hosted mode through the emulator. The browser opens
+the URL the command printed, whose access token becomes a cookie; a browser without it gets 403.
+A screenshot of each view goes to ``test-output/ui/<test>/`` (``FOUNDRY_TEST_OUTPUT`` moves the
+folder).
 """
 
 from __future__ import annotations
@@ -18,8 +20,10 @@ import sys
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
+from urllib.parse import parse_qs, urlsplit
 
 import pytest
 from playwright.sync_api import Browser, Page, sync_playwright
@@ -73,12 +77,38 @@ def page(browser: Browser) -> Iterator[Page]:
         context.close()
 
 
+@dataclass(frozen=True)
+class Served:
+    """A running explorer: the URL it printed (with its access token) and its process id."""
+
+    url: str
+    pid: int
+
+    @property
+    def base(self) -> str:
+        """``http://127.0.0.1:PORT/``: the URL without the token."""
+        return self.url.split("?", 1)[0]
+
+    @property
+    def token(self) -> str:
+        """The access token of the printed URL."""
+        return parse_qs(urlsplit(self.url).query)["token"][0]
+
+    @property
+    def port(self) -> int:
+        port = urlsplit(self.url).port
+        assert port is not None
+        return port
+
+
 @contextmanager
-def explorer(cli: Cli, *extra: str) -> Iterator[str]:
-    """The explorer in its own process on a free loopback port; yields its URL."""
+def explorer(cli: Cli, *extra: str, env: dict[str, str] | None = None) -> Iterator[Served]:
+    """The explorer in its own process on a free loopback port (``env`` added to its
+    environment); yields what it printed."""
     env = {
         **os.environ,
         "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
+        **(env or {}),
     }
     command = [sys.executable, "-m", "foundry_checkpoint.cli", *cli.options(), "--json"]
     server = subprocess.Popen(
@@ -89,8 +119,8 @@ def explorer(cli: Cli, *extra: str) -> Iterator[str]:
         line = server.stdout.readline()
         assert line, "the explorer exited before printing its URL"
         url = json.loads(line)["url"]
-        assert url.startswith("http://127.0.0.1:")
-        yield url
+        assert re.fullmatch(r"http://127\.0\.0\.1:\d+/\?token=[A-Za-z0-9._~-]{32,}", url), url
+        yield Served(url, server.pid)
     finally:
         server.send_signal(signal.SIGINT)
         try:
@@ -98,6 +128,20 @@ def explorer(cli: Cli, *extra: str) -> Iterator[str]:
         except subprocess.TimeoutExpired:
             server.kill()
             server.wait()
+
+
+def sign_in(page: Page, served: Served) -> str:
+    """Open the printed URL as a user would: its token becomes an HttpOnly, SameSite=Strict
+    cookie and leaves the address bar (a redirect). Returns the URL without the token."""
+    page.goto(served.url)
+    assert page.url == served.base
+    (cookie,) = [  # cookies do not tell ports apart: each explorer's name carries its port
+        c
+        for c in page.context.cookies(served.base)
+        if c["name"] == f"foundry-explorer-{served.port}"
+    ]
+    assert cookie["httpOnly"] and cookie["sameSite"] == "Strict" and cookie["path"] == "/"
+    return served.base
 
 
 def _forked(cli: Cli) -> dict[str, str | None]:
@@ -122,7 +166,9 @@ async def _seed_maf(cli: Cli) -> None:
         await wf.pipeline(storage).run("two")
 
 
-def test_browse_threads_tree_values_diff_and_lineage(cli: Cli, page: Page, shots: Path) -> None:
+def test_browse_threads_tree_values_diff_and_lineage(
+    cli: Cli, browser: Browser, page: Page, shots: Path
+) -> None:
     parents = _forked(cli)
     with cli.saver() as saver:
         build(saver).invoke({"steps": []}, config("t1"))
@@ -134,8 +180,8 @@ def test_browse_threads_tree_values_diff_and_lineage(cli: Cli, page: Page, shots
     contexts = off_loop(cli.json, "maf", "contexts")["contexts"]
     scopes = off_loop(cli.json, "autogen", "scopes")["scopes"]
 
-    with explorer(cli) as url:
-        page.goto(url)
+    with explorer(cli) as served:
+        url = sign_in(page, served)
         assert page.locator("table.threads a.thread").all_inner_texts() == threads
         listed = page.locator("table.contexts a.context").all_inner_texts()
         assert listed == [c["context_id"] for c in contexts]
@@ -192,13 +238,27 @@ def test_browse_threads_tree_values_diff_and_lineage(cli: Cli, page: Page, shots
         assert page.locator("table.versions a.version").count() == 2
         page.screenshot(path=shots / "autogen-state.png", full_page=True)
 
+        stranger = browser.new_context()  # the same browser, without the printed URL
+        try:
+            other = stranger.new_page()
+            for path in ("", "t/f", "m/conv-a", "a/demo", "favicon.ico"):
+                answer = other.goto(url + path)
+                assert answer is not None and answer.status == 403, path
+                assert "conv-a" not in other.content() and "forbidden" in other.content()
+            wrong = other.goto(f"{url}?token={served.token[::-1]}")
+            assert wrong is not None and wrong.status == 403
+            assert stranger.cookies() == []
+        finally:
+            stranger.close()
+
 
 def test_stored_markup_renders_as_text_and_long_values_are_cut(
     cli: Cli, page: Page, shots: Path
 ) -> None:
     with cli.saver() as saver:
         build(saver).invoke({"steps": [PAYLOAD, "x" * 5000]}, config("xss"))
-    with explorer(cli) as url:
+    with explorer(cli) as served:
+        url = sign_in(page, served)
         page.goto(f"{url}t/xss")
         page.locator("table.history a.checkpoint").first.click()
         values = page.locator("table.values")
@@ -218,7 +278,8 @@ def test_writes_need_allow_writes_and_a_confirmation(cli: Cli, page: Page, shots
         build(saver).invoke({"steps": []}, config("t1"))
         build(saver).invoke({"steps": []}, config("t2"))
 
-    with explorer(cli) as url:
+    with explorer(cli) as served:
+        url = sign_in(page, served)
         page.goto(f"{url}t/t1")
         page.locator("a.delete").click()
         assert "read-only" in page.locator("main").inner_text()
@@ -227,7 +288,8 @@ def test_writes_need_allow_writes_and_a_confirmation(cli: Cli, page: Page, shots
         assert posted.status == 403
     assert "t1" in [t["thread_id"] for t in off_loop(cli.json, "threads")["threads"]]
 
-    with explorer(cli, "--allow-writes") as url:
+    with explorer(cli, "--allow-writes") as served:
+        url = sign_in(page, served)
         forged = page.request.post(f"{url}t/t1/delete", form={"token": "guess"})
         assert forged.status == 403  # no token from the confirmation page: refused
         page.goto(f"{url}t/t1")
