@@ -7,22 +7,40 @@ each (user, scope) in that user's own isolated store, and runs all I/O on a priv
 
 **One object, many end users.** A Foundry-hosted agent is one process serving many users; the
 platform says whose request it is through the request context
-(``azure.ai.agentserver.core.get_request_context()``: the call id, which the SDK forwards on
-every store call and the service resolves to the caller's isolation partition, and the user
-id). So everything the core remembers between calls that depends on the partition (the spill
-namespace and TTL touch of a scope, index registration) and the adapters' own caches (the
-LangGraph saver's heads) are keyed by :func:`user_key`, the one rule for "who is this call for":
+(``azure.ai.agentserver.core.get_request_context()``, set by the hosts from the inbound
+headers ``x-agent-foundry-call-id`` and ``x-agent-user-id``). Everything the core remembers
+between calls that depends on the partition (the spill namespace and TTL touch of a scope,
+index registration, the embedded store's client) and the adapters' own caches (the LangGraph
+saver's heads) are keyed by one :class:`Caller`, captured once per call by
+:func:`current_caller`: the one place that decides who a call is for.
 
-1. the adapter's explicit ``user_id=``, if given;
-2. else the request context's ``user_id`` (``x-agent-user-id``);
-3. else the request context's ``call_id``: the caller is known only to the service, so nothing
-   is reused beyond that one request;
-4. else the process's own identity (the credential's user in hosted mode; ``"local"`` or
-   ``user_id`` in local mode).
+**What the service partitions by.** The SDK forwards the request context's call id on every
+store call, and the service resolves the caller, hence the isolation partition, from it.
+Without a call id the service partitions by the caller's token (the agent's managed
+identity). ``user_id=`` on the client sends ``x-ms-user-id``, which the SDK's own TypeSpec
+(``DelegatedUserIdHeader``) says is "honored only for trusted (S2S/managed-identity) callers;
+ignored otherwise (falls back to hash(oid, tid))". So, in hosted mode:
 
-In the embedded local store the same rule picks the partition (explicit ``user_id``, else the
-request context's ``user_id``, else ``"local"``), so a host run on a laptop isolates its users
-too.
+1. within a request (the context carries a call id): the context's ``user_id``, else its
+   ``call_id``. Both come from the same inbound request and name the same end user, whatever
+   ``user_id=`` the adapter was built with (the service resolves the call id first). The user
+   id goes first because it is stable across that user's requests, so a cache filled in one
+   request serves the next; the call id changes with every request, so a key built from it
+   is reused only within that request (correct, never shared, merely colder);
+2. outside a request: the adapter's ``user_id=``, which hosted mode accepts only with
+   ``trusted_delegation=True`` (the deployer's statement that the service honours it for this
+   agent; otherwise construction raises
+   :class:`~foundry_checkpoint.errors.UntrustedDelegationError`);
+3. else the process's own identity (its token).
+
+A context with a user id but no call id (a test, a host run off the platform) forwards nothing
+the service can see, so it counts as "outside a request".
+
+**Local mode** has no service to resolve a call id. The embedded store's partition (and the
+cache key, the same value) is the context's ``user_id``, else ``user_id=``, else ``"local"``.
+A context with only a call id names no user locally: it changes nothing (``user_id=``, else
+``"local"``), since partitioning by a value that changes with every request would lose each
+thread at the next turn.
 
 **Bounded resources.** In hosted mode a core holds one credential and one transport shared by
 every store client (:class:`~._store._hosted.HostedClients`, closed by ``close()``), at most
@@ -40,6 +58,7 @@ import os
 import secrets
 import time
 from collections.abc import Awaitable, Callable, Coroutine, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final, Literal, TypeVar, overload
 
@@ -82,8 +101,9 @@ __all__ = [
     "GcReport",
     "LocalBackend",
     "Scope",
+    "Caller",
+    "current_caller",
     "newest_item",
-    "user_key",
 ]
 
 T = TypeVar("T")
@@ -103,38 +123,67 @@ _MAX_CHECKED: Final = 8192
 _SELF: Final = "self"
 
 
-def user_key(explicit: str | None = None) -> str:
-    """Who the current call is for, as a cache key: the one rule every cache uses.
+@dataclass(frozen=True, slots=True)
+class Caller:
+    """Who one call is for, captured once: the cache key and the embedded store's partition.
 
-    ``explicit`` (the adapter's ``user_id=``) if given; else the request context's user id;
-    else its call id (the caller is known only to the service: no reuse across requests); else
-    the process's own identity.
+    ``key`` keys every client-side cache (``"user:<id>"`` from the request context or local
+    mode's partition, ``"call:<id>"`` for a request known only by its call id,
+    ``"delegated:<id>"`` for hosted mode's trusted ``user_id=``, ``"self"`` for the process's
+    own token). ``partition`` is the embedded store's user partition (``""`` for the other
+    backends, where the service or nobody partitions).
+
+    Example:
+        >>> Caller("user:ann", "ann").partition
+        'ann'
+    """
+
+    key: str
+    partition: str = ""
+
+
+def current_caller(kind: BackendKind, user_id: str | None = None) -> Caller:
+    """Who the current call is for, by the rule of the module docstring: the one place.
+
+    Reads the request context once. Hosted: within a request (a call id), the context's user
+    id, else the call id; outside one, ``user_id`` (accepted only when delegation was
+    declared), else the process's own identity. Local: the context's user id, else
+    ``user_id``, else ``"local"`` (a call id alone changes nothing).
+
+    Args:
+        kind: the backend the call goes to.
+        user_id: the adapter's ``user_id=`` (None: not given).
+
+    Returns:
+        The :class:`Caller`.
 
     Example:
         >>> from azure.ai.agentserver.core import (
         ...     FoundryAgentRequestContext, reset_request_context, set_request_context)
-        >>> user_key(), user_key("ann")
-        ('self', 'user:ann')
+        >>> current_caller("hosted"), current_caller("hosted", "ann")
+        (Caller(key='self', partition=''), Caller(key='delegated:ann', partition=''))
         >>> token = set_request_context(FoundryAgentRequestContext(call_id="c-1"))
-        >>> user_key()
+        >>> current_caller("hosted", "ann").key  # the call id wins over user_id=
         'call:c-1'
+        >>> current_caller("local-sqlite", "ann")  # locally a call id names nobody
+        Caller(key='user:ann', partition='ann')
+        >>> reset_request_context(token)
+        >>> token = set_request_context(FoundryAgentRequestContext(call_id="c-2", user_id="bo"))
+        >>> current_caller("hosted", "ann").key, current_caller("local-sqlite", "ann").partition
+        ('user:bo', 'bo')
         >>> reset_request_context(token)
     """
-    if explicit is not None:
-        return f"user:{explicit}"
     context = get_request_context()
-    if context.user_id:
-        return f"user:{context.user_id}"
-    if context.call_id:
-        return f"call:{context.call_id}"
-    return _SELF
-
-
-def _local_partition(explicit: str | None) -> str:
-    """The embedded store's partition: ``user_id=``, else the request's user id, else local."""
-    if explicit is not None:
-        return explicit
-    return get_request_context().user_id or DEFAULT_USER
+    if kind == "hosted":
+        if context.call_id:
+            if context.user_id:
+                return Caller(f"user:{context.user_id}")
+            return Caller(f"call:{context.call_id}")
+        if user_id is not None:
+            return Caller(f"delegated:{user_id}")
+        return Caller(_SELF)
+    partition = context.user_id or user_id or DEFAULT_USER
+    return Caller(f"user:{partition}", partition if kind == "local-sqlite" else "")
 
 
 async def newest_item(
@@ -175,10 +224,10 @@ async def newest_item(
 class Scope:
     """One scope's store, its spill namespace, and the codec bound to both.
 
-    A scope belongs to one user (``user``, a :func:`user_key`): what it remembers (the spill
-    namespace, when it last refreshed the TTL) came from that user's partition. Adapters keep
-    item keys out of the ``m/`` family, which the core reserves for its own metadata (the
-    spill namespace item).
+    A scope belongs to one :class:`Caller` (``caller``; ``user`` is its key): what it remembers
+    (the spill namespace, when it last refreshed the TTL) came from that caller's partition.
+    Adapters keep item keys out of the ``m/`` family, which the core reserves for its own
+    metadata (the spill namespace item).
     """
 
     def __init__(
@@ -187,14 +236,13 @@ class Scope:
         scope_id: str | None,
         name: str,
         *,
-        user: str = _SELF,
-        partition: str = "",
+        caller: Caller | None = None,
     ) -> None:
         self.core = core
         self.scope_id = scope_id
-        self.user = user
+        self.caller = caller if caller is not None else Caller(_SELF)
+        self.user = self.caller.key
         self._name = name
-        self._partition = partition
         self._pinned: StateStoreLike | None = None
         self._namespace: str | None = None
         self._touched = 0.0
@@ -210,7 +258,7 @@ class Scope:
         """The store client, from the core's bounded client cache (the scope holds none)."""
         if self._pinned is not None:
             return self._pinned
-        return self.core.client(self._name, self._partition)
+        return self.core.client(self._name, self.caller.partition)
 
     @store.setter
     def store(self, client: StateStoreLike) -> None:
@@ -235,7 +283,7 @@ class Scope:
                     item = await self.store.get_item(_META_KEY)
                     # The index entry is part of what a touch keeps fresh: record it too, or
                     # the rate-limited touch() that follows would skip registering the scope.
-                    await self.core.register(self.scope_id)
+                    await self.core.register(self.scope_id, self.caller)
                     self._touched = time.monotonic()
                 if item is not None:
                     ns = item.value.get("ns") if item.value else None
@@ -292,7 +340,7 @@ class Scope:
         if self._touched and (ttl == -1 or now - self._touched < ttl / 4):
             return
         self._touched = now
-        await self.core.register(self.scope_id)
+        await self.core.register(self.scope_id, self.caller)
         item = await self.store.get_item(_META_KEY)
         if item is not None and ttl != -1:
             await self.store.set_item(_META_KEY, dict(item.value), tags=_META_TAGS)
@@ -312,7 +360,7 @@ class Scope:
         await self.store.delete_item(_META_KEY)
         self._namespace = None
         self._touched = 0.0
-        await self.core.unregister(self.scope_id)
+        await self.core.unregister(self.scope_id, self.caller)
 
 
 class CheckpointCore:
@@ -403,13 +451,13 @@ class CheckpointCore:
             await self.spill.aclose()
 
     # -- who a call is for --------------------------------------------------------------------
-    def user_key(self) -> str:
-        """:func:`user_key` for this core's explicit ``user_id`` (call on the private loop)."""
-        return user_key(self._user_id)
+    def caller(self) -> Caller:
+        """:func:`current_caller` for this core's backend and ``user_id`` (read once per call)."""
+        return current_caller(self.kind, self._user_id)
 
-    def _partition(self) -> str:
-        """The client-cache partition: the embedded store binds a user; the others do not."""
-        return _local_partition(self._user_id) if self.kind == "local-sqlite" else ""
+    def user_key(self) -> str:
+        """The cache key of :meth:`caller` (call on the private loop)."""
+        return self.caller().key
 
     # -- stores (call on the private loop) --------------------------------------------------
     def name_for(self, scope_id: str | None) -> str:
@@ -430,51 +478,57 @@ class CheckpointCore:
 
         With ``create=False`` (reads) a store that does not exist is not created: None.
         """
-        user = self.user_key()
-        key = (user, scope_id)
+        caller = self.caller()
+        key = (caller.key, scope_id)
         found = self._scopes.get(key)
         if found is None:
             name = self.name_for(scope_id)
-            if await self.open(name, create=create) is None:
+            if await self.open(name, create=create, caller=caller) is None:
                 return None
             found = self._scopes.get(key)
             if found is None:
-                found = Scope(self, scope_id, name, user=user, partition=self._partition())
+                found = Scope(self, scope_id, name, caller=caller)
                 self._scopes.put(key, found)
         return found
 
     @overload
-    async def index(self) -> StateStoreLike: ...
+    async def index(self, *, caller: Caller | None = None) -> StateStoreLike: ...
     @overload
-    async def index(self, *, create: bool) -> StateStoreLike | None: ...
+    async def index(
+        self, *, create: bool, caller: Caller | None = None
+    ) -> StateStoreLike | None: ...
 
-    async def index(self, *, create: bool = True) -> StateStoreLike | None:
+    async def index(
+        self, *, create: bool = True, caller: Caller | None = None
+    ) -> StateStoreLike | None:
         """The store that lists this user's scopes under the prefix (None: absent, not created)."""
-        return await self.open(store_name(self.prefix, "index"), create=create)
+        return await self.open(store_name(self.prefix, "index"), create=create, caller=caller)
 
-    async def register(self, scope_id: str | None) -> None:
-        """Record ``scope_id`` in the current user's index (refreshing its TTL); cheap after the
-        first call per user."""
+    async def register(self, scope_id: str | None, caller: Caller | None = None) -> None:
+        """Record ``scope_id`` in the caller's index (refreshing its TTL); cheap after the
+        first call per caller. ``caller``: the scope's own (default: the current one)."""
+        who = caller if caller is not None else self.caller()
         ttl = self.item_ttl_seconds
-        key = (self.user_key(), scope_id)
+        key = (who.key, scope_id)
         last = self._registered.get(key)
         now = time.monotonic()
         if last is not None and (ttl == -1 or now - last < ttl / 4):
             return
-        index = await self.index()
+        index = await self.index(caller=who)
         await index.set_item(_index_key(scope_id), {"id": scope_id}, tags=_INDEX_TAGS)
         self._registered.put(key, now)
 
-    async def unregister(self, scope_id: str | None) -> None:
-        """Remove ``scope_id`` from the current user's index."""
-        self._registered.pop((self.user_key(), scope_id))
-        index = await self.index(create=False)
+    async def unregister(self, scope_id: str | None, caller: Caller | None = None) -> None:
+        """Remove ``scope_id`` from the caller's index (default: the current caller's)."""
+        who = caller if caller is not None else self.caller()
+        self._registered.pop((who.key, scope_id))
+        index = await self.index(create=False, caller=who)
         if index is not None:
             await index.delete_item(_index_key(scope_id))
 
     async def scope_ids(self) -> list[str | None]:
         """Every scope id recorded in this user's index (None stands for the default store)."""
-        index = await self.index(create=False)
+        index = await self.index(create=False, caller=self.caller())
         if index is None:
             return []
         ids: list[str | None] = []
@@ -490,17 +544,23 @@ class CheckpointCore:
         return ids
 
     @overload
-    async def open(self, name: str) -> StateStoreLike: ...
+    async def open(self, name: str, *, caller: Caller | None = None) -> StateStoreLike: ...
     @overload
-    async def open(self, name: str, *, create: bool) -> StateStoreLike | None: ...
+    async def open(
+        self, name: str, *, create: bool, caller: Caller | None = None
+    ) -> StateStoreLike | None: ...
 
-    async def open(self, name: str, *, create: bool = True) -> StateStoreLike | None:
+    async def open(
+        self, name: str, *, create: bool = True, caller: Caller | None = None
+    ) -> StateStoreLike | None:
         """Open the store ``name`` once per core, isolated, and cache the client.
 
         ``create=True`` gets or creates it; ``create=False`` only looks (one store GET) and
-        answers None when it does not exist, caching nothing.
+        answers None when it does not exist, caching nothing. ``caller`` (default: the current
+        one) picks the embedded store's partition.
         """
-        key = (name, self._partition())
+        who = caller if caller is not None else self.caller()
+        key = (name, who.partition)
         while True:
             store = self._stores.get(key)
             if store is not None:

@@ -25,7 +25,7 @@ from ._store._backends import LocalBackend
 from ._store._hosted import hosted
 from ._store._limits import DEFAULT_ITEM_TTL_SECONDS, HOSTING_ENV, MAX_TTL_SECONDS
 from ._store._naming import check_user_id, validate_prefix
-from .errors import InvalidArgumentError
+from .errors import InvalidArgumentError, UntrustedDelegationError
 
 if TYPE_CHECKING:
     from azure.core.credentials_async import AsyncTokenCredential
@@ -43,7 +43,14 @@ class StoreOptions:
         store_prefix: the first segment(s) of every store name.
         credential: hosted mode's token credential (default: one ``DefaultAzureCredential``).
         endpoint: hosted mode's project endpoint (default: ``FOUNDRY_PROJECT_ENDPOINT``).
-        user_id: the end user to partition by (default: the request's user).
+        user_id: the end user to partition by outside a request (local mode: also the
+            partition when the request names no user). Hosted mode sends it as the delegated
+            ``x-ms-user-id``, which the service honours only for trusted callers, so hosted
+            mode accepts it only with ``trusted_delegation=True``. Within a request the
+            request's own identity always wins (see ``foundry_checkpoint._core``).
+        trusted_delegation: the deployer's statement that this agent's identity is a trusted
+            delegating (S2S/managed-identity) caller, whose ``x-ms-user-id`` the service
+            honours; required for ``user_id=`` in hosted mode.
         item_ttl_seconds: idle lifetime of items in stores the adapter creates (-1: never).
         spill: where values over the item limit go (default: chosen by the backend).
         local_backend: ``"sqlite"`` (the embedded store) or ``"sdk"`` (the SDK's local mode).
@@ -51,6 +58,7 @@ class StoreOptions:
 
     Raises:
         InvalidIdentifierError: a bad prefix or user id.
+        UntrustedDelegationError: ``user_id=`` in hosted mode without ``trusted_delegation``.
         InvalidArgumentError: a TTL out of range, an unknown backend name, or
             ``local_backend="sdk"`` in hosted mode.
 
@@ -63,6 +71,7 @@ class StoreOptions:
     credential: AsyncTokenCredential | None = None
     endpoint: str | None = None
     user_id: str | None = None
+    trusted_delegation: bool = False
     item_ttl_seconds: int = DEFAULT_ITEM_TTL_SECONDS
     spill: SpillStore | None = None
     local_backend: LocalBackend = "sqlite"
@@ -85,6 +94,20 @@ class StoreOptions:
                 "(hosted mode); the SDK's local backend is only available when it is unset. "
                 "Drop local_backend='sdk', or unset the variable for local runs."
             )
+        if not isinstance(self.trusted_delegation, bool):
+            raise InvalidArgumentError(
+                f"trusted_delegation must be True or False, got {self.trusted_delegation!r}"
+            )
         if self.user_id is not None:
             check_user_id(self.user_id)
+            if hosted() and not self.trusted_delegation:
+                raise UntrustedDelegationError(
+                    f"user_id={self.user_id!r} was given in hosted mode ({HOSTING_ENV} is set), "
+                    "where it is sent as the delegated x-ms-user-id header, which the service "
+                    "honours only for trusted (S2S/managed-identity) callers and otherwise "
+                    "ignores, putting every user in one partition. End users are isolated by "
+                    "the platform's per-request call id, which the hosts set in the request "
+                    "context: drop user_id=. If this agent's identity is configured as a "
+                    "trusted delegating caller, pass trusted_delegation=True. Nothing was sent."
+                )
         object.__setattr__(self, "client_kwargs", dict(self.client_kwargs))

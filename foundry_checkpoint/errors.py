@@ -23,6 +23,7 @@ __all__ = [
     "IsolationRefusedError",
     "MissingBlobError",
     "MissingDependencyError",
+    "UntrustedDelegationError",
 ]
 
 
@@ -101,4 +102,22 @@ class MissingDependencyError(FoundryCheckpointError, ImportError):
     The message names the package and the extra that brings it, for example
     ``pip install 'foundry-checkpoint[emulator]'`` for the emulator's ``cryptography``. It is
     also an ``ImportError``, raised when the module that needs it is imported.
+    """
+
+
+class UntrustedDelegationError(InvalidArgumentError):
+    """Hosted mode was given ``user_id=`` without ``trusted_delegation=True``.
+
+    ``user_id=`` is sent as the delegated ``x-ms-user-id`` header, which the service honours
+    "only for trusted (S2S/managed-identity) callers; ignored otherwise (falls back to
+    hash(oid, tid))" (the SDK's TypeSpec, ``DelegatedUserIdHeader``). Ignored, every user of
+    such an adapter would share one partition. What isolates end users in a hosted agent is the
+    platform's per-request call id, which the hosts put in the request context and the SDK
+    forwards on every store call: drop ``user_id=``. Pass ``trusted_delegation=True`` only when
+    this agent's identity is configured as a trusted delegating caller. Raised at construction,
+    before anything is sent.
+
+    Example:
+        >>> issubclass(UntrustedDelegationError, InvalidArgumentError)
+        True
     """

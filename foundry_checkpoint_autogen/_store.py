@@ -200,7 +200,12 @@ class AutoGenStateStore(CoreOwner):
             ``DefaultAzureCredential``).
         endpoint: Foundry project endpoint for hosted mode (default:
             ``FOUNDRY_PROJECT_ENDPOINT``).
-        user_id: The end user whose isolated partition to use (default: the request's user).
+        user_id: The end user whose partition to use outside a request (default: the
+            request's user). Within a request the request's own identity always wins. Hosted
+            mode needs ``trusted_delegation=True`` with it (``x-ms-user-id`` is honoured only
+            for trusted callers).
+        trusted_delegation: Declare this agent a trusted delegating caller (required for
+            ``user_id=`` in hosted mode).
         item_ttl_seconds: Idle lifetime of items in stores this object creates (-1: never).
         spill: Where states over the 1 MB item limit go (default: a directory under the state
             root in local mode, ``FOUNDRY_CHECKPOINT_BLOB_*`` blob storage if set).
@@ -233,6 +238,7 @@ class AutoGenStateStore(CoreOwner):
         credential: AsyncTokenCredential | None = None,
         endpoint: str | None = None,
         user_id: str | None = None,
+        trusted_delegation: bool = False,
         item_ttl_seconds: int = DEFAULT_ITEM_TTL_SECONDS,
         spill: SpillStore | None = None,
         local_backend: LocalBackend = "sqlite",
@@ -253,6 +259,7 @@ class AutoGenStateStore(CoreOwner):
                 credential=credential,
                 endpoint=endpoint,
                 user_id=user_id,
+                trusted_delegation=trusted_delegation,
                 item_ttl_seconds=item_ttl_seconds,
                 spill=spill,
                 local_backend=local_backend,

@@ -104,9 +104,13 @@ class FoundryCheckpointStorage(Maintenance):
             ``DefaultAzureCredential``).
         endpoint: Foundry project endpoint for hosted mode (default:
             ``FOUNDRY_PROJECT_ENDPOINT``).
-        user_id: The end user whose isolated partition to use (hosted: forwarded to the
-            service, honoured for trusted callers; local: the partition name). Unset, each
-            call is for the user of its request context (``docs/hosted.md``).
+        user_id: The end user whose partition to use outside a request (local: the partition
+            name unless the request context names a user). Within a request the request's own
+            identity always wins (``docs/concepts/isolation.md``). Hosted mode forwards it as
+            ``x-ms-user-id``, honoured only for trusted callers, so it needs
+            ``trusted_delegation=True`` there.
+        trusted_delegation: Declare this agent a trusted delegating caller (required for
+            ``user_id=`` in hosted mode).
         item_ttl_seconds: Idle lifetime of items in stores this object creates (-1: never).
         spill: Where checkpoints over the 1 MB item limit go (default: a directory under the
             state root in local mode, ``FOUNDRY_CHECKPOINT_BLOB_*`` blob storage if set).
@@ -124,6 +128,7 @@ class FoundryCheckpointStorage(Maintenance):
 
     Raises:
         InvalidIdentifierError: ``context_id``, ``store_prefix`` or ``user_id`` cannot be used.
+        UntrustedDelegationError: ``user_id=`` in hosted mode without ``trusted_delegation``.
         InvalidArgumentError: ``item_ttl_seconds``, ``local_backend`` or an
             ``allowed_checkpoint_types`` entry is out of range (also a ``ValueError``).
 
@@ -148,6 +153,7 @@ class FoundryCheckpointStorage(Maintenance):
         credential: AsyncTokenCredential | None = None,
         endpoint: str | None = None,
         user_id: str | None = None,
+        trusted_delegation: bool = False,
         item_ttl_seconds: int = DEFAULT_ITEM_TTL_SECONDS,
         spill: SpillStore | None = None,
         local_backend: LocalBackend = "sqlite",
@@ -163,6 +169,7 @@ class FoundryCheckpointStorage(Maintenance):
                 credential=credential,
                 endpoint=endpoint,
                 user_id=user_id,
+                trusted_delegation=trusted_delegation,
                 item_ttl_seconds=item_ttl_seconds,
                 spill=spill,
                 local_backend=local_backend,

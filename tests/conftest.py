@@ -22,12 +22,13 @@ from typing import Any
 import pytest
 
 from tests._azurite_fixtures import azurite  # noqa: F401  (session fixture)
-from tests._emulator_fixtures import emulator  # noqa: F401  (session fixture)
+from tests._emulator_fixtures import emulator, trusted_caller  # noqa: F401  (fixtures)
 
 #: Fixtures and the markers a test using them gets (directly or through another fixture).
 FIXTURE_MARKS: dict[str, tuple[str, ...]] = {
     "emulator": ("emulator",),
     "emu": ("emulator",),  # tests/emulator: the session emulator, faults cleared
+    "trusted_caller": ("emulator",),  # a caller the session emulator trusts to delegate
     "clocked_emulator": ("emulator",),  # tests/emulator: an emulator on a manual clock
     "emulator_proc": ("emulator", "multiprocess"),  # tests/reliability: the emulator's own process
     "platform": ("emulator", "multiprocess"),  # tests/hosts: sample apps as hosted agents

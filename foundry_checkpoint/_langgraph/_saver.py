@@ -78,9 +78,14 @@ class FoundryCheckpointer(ThreadAdmin, BaseCheckpointSaver[str]):
         store_prefix: prefix of every store name (default ``"langgraph"``).
         credential: hosted mode only (default ``DefaultAzureCredential``).
         endpoint: hosted mode only (default ``FOUNDRY_PROJECT_ENDPOINT``).
-        user_id: the end user to partition by (hosted: sent as ``x-ms-user-id``; local: the
-            partition of the embedded store). Leave it unset in a host serving many users: each
-            call is then for the user of its request context (``docs/hosted.md``).
+        user_id: the end user to partition by outside a request (local: the embedded store's
+            partition unless the request context names a user). Within a request the request's
+            own identity always wins (``docs/concepts/isolation.md``). Hosted mode sends it as
+            ``x-ms-user-id``, which the service honours only for trusted callers, so it needs
+            ``trusted_delegation=True`` there. Leave it unset in a host serving many users.
+        trusted_delegation: declare this agent a trusted delegating caller, whose
+            ``x-ms-user-id`` the service honours (hosted ``user_id=`` needs it; else
+            :class:`~foundry_checkpoint.errors.UntrustedDelegationError`).
         item_ttl_seconds: idle expiry of items, fixed when a store is created (default 30 days;
             ``-1`` never expires).
         spill: where large values go (a :class:`~foundry_checkpoint.spill.SpillStore`).
@@ -118,6 +123,7 @@ class FoundryCheckpointer(ThreadAdmin, BaseCheckpointSaver[str]):
         credential: AsyncTokenCredential | None = None,
         endpoint: str | None = None,
         user_id: str | None = None,
+        trusted_delegation: bool = False,
         item_ttl_seconds: int = DEFAULT_ITEM_TTL_SECONDS,
         spill: SpillStore | None = None,
         local_backend: LocalBackend = "sqlite",
@@ -131,6 +137,7 @@ class FoundryCheckpointer(ThreadAdmin, BaseCheckpointSaver[str]):
                 credential=credential,
                 endpoint=endpoint,
                 user_id=user_id,
+                trusted_delegation=trusted_delegation,
                 item_ttl_seconds=item_ttl_seconds,
                 spill=spill,
                 local_backend=local_backend,

@@ -48,6 +48,14 @@ def _parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         help="resolve requests carrying x-agent-foundry-call-id CALL_ID to USER (repeatable)",
     )
     parser.add_argument(
+        "--trust-delegation",
+        action="append",
+        default=[],
+        metavar="CALLER",
+        help="honour x-ms-user-id from requests whose token names CALLER ('*': every caller); "
+        "by default it is ignored, as the service ignores it from untrusted callers (repeatable)",
+    )
+    parser.add_argument(
         "--json",
         action="store_true",
         help='print one JSON line {"endpoint": ..., "ca_file": ...} instead of two text lines',
@@ -74,7 +82,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     Returns:
         The process exit status: 0 after a signal-requested stop, 2 when the emulator cannot
         start (a non-loopback host, a port in use, an unusable data file, a malformed
-        ``--bind CALL_ID=USER``).
+        ``--bind CALL_ID=USER``, an empty ``--trust-delegation``).
     """
     args = _parse_args(argv)
     stop = threading.Event()
@@ -87,7 +95,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     }
     try:
         emulator = FoundryEmulator(
-            host=args.host, port=args.port, data=args.data, seed=args.seed, project=args.project
+            host=args.host,
+            port=args.port,
+            data=args.data,
+            seed=args.seed,
+            project=args.project,
+            trusted_callers=args.trust_delegation,
         )
         for call_id, user in _bindings(args.bind):
             emulator.bind_call(call_id, user)

@@ -15,9 +15,15 @@ or writes. In order:
    call id the emulator never bound is refused with **403** ``caller_context_not_found``: the
    container is authenticated (its token is valid) but the caller context it claims to act for
    does not exist, so the request is not allowed; retrying with the same token cannot succeed.
-3. ``x-ms-user-id`` (the delegated user a trusted caller names with ``user_id=``; the SDK sends
-   it on item calls only).
-4. The bearer token itself: a token minted by
+3. ``x-ms-user-id`` (the delegated user a caller names with ``user_id=``; the SDK sends it on
+   item calls only), **only when the caller is trusted** (:meth:`CallTable.trust`). The SDK's
+   own TypeSpec (``DelegatedUserIdHeader`` in azure-ai-agentserver-core's
+   ``type_spec/main.tsp``) says the header is "honored only for trusted (S2S/managed-identity)
+   callers; ignored otherwise (falls back to hash(oid, tid))", and the public REST draft for
+   state stores drops caller-supplied identity, so by default the emulator ignores it, as the
+   service would for an ordinary caller. Trusting ``"*"`` honours it from every caller (the
+   emulator's behaviour before this rule).
+4. The bearer token itself (the caller): a token minted by
    :class:`~foundry_checkpoint.emulator.EmulatorCredential` names its user; any other token maps
    to a partition derived from a digest of the token.
 """
@@ -26,7 +32,7 @@ from __future__ import annotations
 
 import secrets
 import threading
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Final
 
 from foundry_checkpoint.errors import InvalidArgumentError
@@ -34,6 +40,7 @@ from foundry_checkpoint.errors import InvalidArgumentError
 from ._credential import user_for_token
 
 __all__ = [
+    "ANY_CALLER",
     "CALL_ID_HEADER",
     "DELEGATED_USER_HEADER",
     "CallTable",
@@ -45,6 +52,8 @@ __all__ = [
 CALL_ID_HEADER: Final = "x-agent-foundry-call-id"
 #: The delegated end-user header the SDK sends on item calls when ``user_id=`` is given.
 DELEGATED_USER_HEADER: Final = "x-ms-user-id"
+#: Trusting this caller name trusts every caller's ``x-ms-user-id``.
+ANY_CALLER: Final = "*"
 #: Status and error code of a call id that no binding resolves.
 UNKNOWN_CALL_STATUS: Final = 403
 UNKNOWN_CALL_CODE: Final = "caller_context_not_found"
@@ -67,7 +76,13 @@ class CallerRejected(Exception):
 
 
 class CallTable:
-    """Call ids bound to users; safe to change from any thread while the server runs.
+    """What the platform knows about callers: call ids bound to users, and the callers trusted
+    to delegate (whose ``x-ms-user-id`` is honoured); safe to change from any thread while the
+    server runs.
+
+    Args:
+        trusted: Callers (the users their bearer tokens name) trusted to delegate; ``"*"``
+            trusts every caller. None trusts nobody (the default, strict mode).
 
     Example:
         >>> calls = CallTable()
@@ -76,11 +91,57 @@ class CallTable:
         ('alice', None)
         >>> calls.user_for(calls.mint("bob"))
         'bob'
+        >>> calls.trusts("frontdoor"), CallTable(trusted=["frontdoor"]).trusts("frontdoor")
+        (False, True)
     """
 
-    def __init__(self) -> None:
+    def __init__(self, trusted: Iterable[str] | None = None) -> None:
         self._lock = threading.Lock()
         self._users: dict[str, str] = {}
+        self._trusted: set[str] = set()
+        for caller in trusted or ():
+            self.trust(caller)
+
+    def trust(self, caller: str) -> None:
+        """Honour ``x-ms-user-id`` from ``caller`` (the user its bearer token names; ``"*"``: any).
+
+        Args:
+            caller: The trusted caller's name, or ``"*"``.
+
+        Raises:
+            InvalidArgumentError: (a ``ValueError``) an empty or non-string ``caller``.
+        """
+        if not isinstance(caller, str) or not caller.strip():
+            raise InvalidArgumentError(f"caller must be a non-empty string; got {caller!r}")
+        with self._lock:
+            self._trusted.add(caller)
+
+    def distrust(self, caller: str) -> None:
+        """Stop honouring ``x-ms-user-id`` from ``caller`` (nothing when it was not trusted).
+
+        Args:
+            caller: A name passed to :meth:`trust`.
+        """
+        with self._lock:
+            self._trusted.discard(caller)
+
+    def trusts(self, caller: str) -> bool:
+        """Whether ``caller``'s ``x-ms-user-id`` is honoured.
+
+        Args:
+            caller: The user a bearer token names.
+
+        Returns:
+            True when ``caller`` (or every caller, ``"*"``) is trusted.
+        """
+        with self._lock:
+            return caller in self._trusted or ANY_CALLER in self._trusted
+
+    @property
+    def trusted(self) -> frozenset[str]:
+        """The trusted callers (``"*"``: every caller)."""
+        with self._lock:
+            return frozenset(self._trusted)
 
     def bind(self, call_id: str, user: str) -> None:
         """Make requests carrying ``call_id`` resolve to ``user``.
@@ -141,7 +202,8 @@ def resolve_caller(headers: Mapping[str, str], calls: CallTable) -> str:
     """Find the user whose partition a request reads and writes.
 
     The rule (module docstring): bearer token required; then the call id's bound user (unknown
-    call id: 403), else the delegated ``x-ms-user-id``, else the token's user.
+    call id: 403), else the delegated ``x-ms-user-id`` when the token's caller is trusted, else
+    the token's user.
 
     Args:
         headers: The request's headers.
@@ -160,6 +222,9 @@ def resolve_caller(headers: Mapping[str, str], calls: CallTable) -> str:
         >>> auth = {"Authorization": f"Bearer {token_for_user('svc')}"}
         >>> resolve_caller(auth, calls)
         'svc'
+        >>> resolve_caller({**auth, "x-ms-user-id": "carol"}, calls)  # not trusted: ignored
+        'svc'
+        >>> calls.trust("svc")
         >>> resolve_caller({**auth, "x-ms-user-id": "carol"}, calls)
         'carol'
         >>> resolve_caller({**auth, "x-ms-user-id": "carol", CALL_ID_HEADER: "c1"}, calls)
@@ -180,7 +245,8 @@ def resolve_caller(headers: Mapping[str, str], calls: CallTable) -> str:
                 f"{CALL_ID_HEADER} the platform sent with the current request.",
             )
         return user
+    caller = user_for_token(token)
     delegated = headers.get(DELEGATED_USER_HEADER)
-    if delegated:
+    if delegated and calls.trusts(caller):
         return delegated
-    return user_for_token(token)
+    return caller

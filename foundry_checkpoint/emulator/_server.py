@@ -9,7 +9,7 @@ import socket
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from types import TracebackType
 from typing import Final
@@ -22,6 +22,7 @@ from foundry_checkpoint.errors import InvalidArgumentError
 from ._app import StorageApp
 from ._credential import EmulatorCredential
 from ._faults import Fault, FaultPlan
+from ._identity import CallTable
 from ._platform import IDENTITY_PATH, ManagedIdentityEndpoint, agent_environment
 from ._tls import TlsMaterial, make_tls_material
 
@@ -162,6 +163,11 @@ class FoundryEmulator:
             not insertion order) and the draws of probabilistic faults.
         clock: Time source of the engine (TTL, ``created_at``); defaults to ``time.time``.
         project: Project name in :attr:`endpoint`.
+        trusted_callers: Callers (the users their bearer tokens name, such as
+            ``credential(user="frontdoor")``'s) whose delegated ``x-ms-user-id`` is honoured;
+            ``["*"]`` honours it from every caller. By default nobody is trusted and the header
+            is ignored, as the service ignores it from ordinary callers. See
+            :meth:`trust_caller`.
 
     Raises:
         InvalidArgumentError: (a ``ValueError``) a host that is not a loopback address.
@@ -194,6 +200,7 @@ class FoundryEmulator:
         seed: int = 0,
         clock: Callable[[], float] | None = None,
         project: str = "emulator",
+        trusted_callers: Iterable[str] = (),
     ) -> None:
         if host not in ("127.0.0.1", "::1", "localhost"):
             raise InvalidArgumentError(f"the emulator listens on loopback only; got host={host!r}")
@@ -207,7 +214,7 @@ class FoundryEmulator:
         self._running: _ServerThread | None = None
         self._lifecycle = threading.Lock()
         # One handler per instance: counts survive a stop()/start() cycle.
-        self._app = StorageApp(self._faults)
+        self._app = StorageApp(self._faults, CallTable(trusted_callers))
         self._identity = ManagedIdentityEndpoint()
 
     # --- lifecycle ----------------------------------------------------------------------
@@ -332,6 +339,44 @@ class FoundryEmulator:
             'bob'
         """
         return self._app.calls.mint(user)
+
+    def trust_caller(self, caller: str) -> None:
+        """Honour the delegated ``x-ms-user-id`` of requests whose token names ``caller``.
+
+        The SDK's TypeSpec says the service honours ``x-ms-user-id`` "only for trusted
+        (S2S/managed-identity) callers; ignored otherwise (falls back to hash(oid, tid))"; by
+        default the emulator trusts nobody and partitions such requests by their token. A call
+        id, when present, still decides first. ``"*"`` trusts every caller. Trust survives
+        ``stop()``/``start()``; :meth:`distrust_caller` takes it back.
+
+        Args:
+            caller: The user the caller's bearer token names (``credential(user=...)``), or
+                ``"*"``.
+
+        Raises:
+            InvalidArgumentError: (a ``ValueError``) an empty ``caller``.
+
+        Example:
+            >>> emu = FoundryEmulator()
+            >>> emu.trust_caller("frontdoor")
+            >>> sorted(emu.trusted_callers)
+            ['frontdoor']
+            >>> emu.distrust_caller("frontdoor")
+        """
+        self._app.calls.trust(caller)
+
+    def distrust_caller(self, caller: str) -> None:
+        """Ignore ``caller``'s ``x-ms-user-id`` again (nothing when it was not trusted).
+
+        Args:
+            caller: A name passed to :meth:`trust_caller` or ``trusted_callers=``.
+        """
+        self._app.calls.distrust(caller)
+
+    @property
+    def trusted_callers(self) -> frozenset[str]:
+        """The callers whose ``x-ms-user-id`` is honoured (empty: strict, the default)."""
+        return self._app.calls.trusted
 
     def user_for_call(self, call_id: str) -> str | None:
         """Look up the user a call id is bound to.

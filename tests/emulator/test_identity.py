@@ -1,4 +1,5 @@
-"""The emulator's caller-resolution rule: call id, then delegated ``x-ms-user-id``, then token.
+"""The emulator's caller-resolution rule: call id, then ``x-ms-user-id`` (trusted callers only),
+then token.
 
 Requests go through the real ``FoundryStateStore`` client, which forwards the call id from the
 request context (``azure.ai.agentserver.core.set_request_context``) exactly as in a hosted agent.
@@ -41,13 +42,15 @@ def request_for(call_id: str | None, user_id: str | None = None) -> Iterator[Non
 
 @pytest.fixture
 def open_store(emu: FoundryEmulator, monkeypatch: pytest.MonkeyPatch) -> Callable[..., Any]:
-    """Open an isolated store as the agent's own identity (token user ``agent``)."""
+    """Open an isolated store as the agent's own identity (token user ``agent``, or ``as_``)."""
     hosted_env(monkeypatch)
 
     @asynccontextmanager
-    async def _open(name: str, **extra: Any) -> AsyncIterator[FoundryStateStore]:
+    async def _open(
+        name: str, as_: str = "agent", **extra: Any
+    ) -> AsyncIterator[FoundryStateStore]:
         store = await FoundryStateStore.get_or_create(
-            name, user_isolation=True, **client_kwargs(emu, "agent", **extra)
+            name, user_isolation=True, **client_kwargs(emu, as_, **extra)
         )
         try:
             yield store
@@ -82,19 +85,63 @@ async def test_call_ids_partition_one_client_by_user(emu: FoundryEmulator, open_
 
 
 async def test_call_id_wins_over_the_delegated_user_and_the_token(
-    emu: FoundryEmulator, open_store: Any
+    emu: FoundryEmulator, open_store: Any, trusted_caller: str
 ) -> None:
     name = f"id/{uuid.uuid4().hex}"
-    async with open_store(name, user_id="carol") as store:
+    async with open_store(name, trusted_caller, user_id="carol") as store:
         await store.set_item("k", {"owner": "carol"})  # delegated x-ms-user-id, no call id
         with request_for(emu.mint_call("dave")):
             assert await store.get_item("k") is None
             await store.set_item("k", {"owner": "dave"})
-    async with open_store(name) as store:  # the token alone: the agent's partition
+    async with open_store(name, trusted_caller) as store:  # the token alone: its own partition
         assert await store.get_item("k") is None
-    async with open_store(name, user_id="carol") as store:
+    async with open_store(name, "carol") as store:  # carol's own token: the same partition
         item = await store.get_item("k")
         assert item is not None and item.value == {"owner": "carol"}
+    async with open_store(name, trusted_caller, user_id="carol") as store:
+        item = await store.get_item("k")
+        assert item is not None and item.value == {"owner": "carol"}
+
+
+async def test_an_untrusted_caller_s_delegated_user_is_ignored(
+    emu: FoundryEmulator, open_store: Any
+) -> None:
+    """Strict (default) mode: ``x-ms-user-id`` from a caller nobody trusted falls back to the
+    caller's token, as the SDK's TypeSpec says the service does."""
+    assert not emu.trusted_callers
+    name = f"id/{uuid.uuid4().hex}"
+    async with open_store(name, user_id="carol") as for_carol, open_store(name) as agent:
+        await for_carol.set_item("k", {"owner": "whoever"})
+        item = await agent.get_item("k")  # the agent's own partition: the header was ignored
+        assert item is not None and item.value == {"owner": "whoever"}
+        async with open_store(name, user_id="dave") as for_dave:
+            assert [k.key for k in (await for_dave.list_keys()).keys] == ["k"]
+    async with open_store(name, "carol") as carol:
+        assert await carol.get_item("k") is None
+
+
+async def test_trusting_every_caller_restores_delegation_from_anyone(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    hosted_env(monkeypatch)
+    name = f"id/{uuid.uuid4().hex}"
+    async with FoundryEmulator(trusted_callers=["*"]) as emu:
+        assert emu.trusted_callers == {"*"}
+        for_carol = await FoundryStateStore.get_or_create(
+            name, user_isolation=True, **client_kwargs(emu, "anyone", user_id="carol")
+        )
+        carol = await FoundryStateStore.get_or_create(
+            name, user_isolation=True, **client_kwargs(emu, "carol")
+        )
+        try:
+            await for_carol.set_item("k", {"for": "carol"})
+            item = await carol.get_item("k")
+            assert item is not None and item.value == {"for": "carol"}
+        finally:
+            await for_carol.aclose()
+            await carol.aclose()
+    with pytest.raises(ValueError):
+        FoundryEmulator(trusted_callers=[""])
 
 
 async def test_the_context_user_id_is_not_sent_to_the_store(
@@ -157,7 +204,8 @@ def test_bindings_survive_a_restart() -> None:
 
 @pytest.mark.emulator
 def test_emulator_command_binds_call_ids(tmp_path: Path) -> None:
-    """``python -m foundry_checkpoint.emulator --bind CALL_ID=USER`` serves that binding."""
+    """``python -m foundry_checkpoint.emulator --bind CALL_ID=USER`` serves that binding, and
+    ``--trust-delegation CALLER`` honours that caller's ``x-ms-user-id`` (no one else's)."""
     root = Path(__file__).resolve().parents[2]
     env = {
         **os.environ,
@@ -169,9 +217,14 @@ def test_emulator_command_binds_call_ids(tmp_path: Path) -> None:
         capture_output=True, text=True, env=env, check=False, timeout=120,
     )  # fmt: skip
     assert bad.returncode == 2 and "CALL_ID=USER" in bad.stderr
+    empty = subprocess.run(
+        [sys.executable, "-m", "foundry_checkpoint.emulator", "--trust-delegation", " "],
+        capture_output=True, text=True, env=env, check=False, timeout=120,
+    )  # fmt: skip
+    assert empty.returncode == 2 and "caller" in empty.stderr
     server = subprocess.Popen(
         [sys.executable, "-m", "foundry_checkpoint.emulator", "--port", "0",
-         "--bind", "call-a=alice", "--bind", "call-b=bob"],
+         "--bind", "call-a=alice", "--bind", "call-b=bob", "--trust-delegation", "front"],
         stdout=subprocess.PIPE, text=True, env=env,
     )  # fmt: skip
     try:
@@ -195,6 +248,16 @@ def test_emulator_command_binds_call_ids(tmp_path: Path) -> None:
             "        set_request_context(FoundryAgentRequestContext(call_id=call))\n"
             "        seen.append((await store.get_item('k')).value['v'])\n"
             "    await store.aclose()\n"
+            "    set_request_context(FoundryAgentRequestContext())\n"
+            "    for user in ('front', 'agent'):\n"
+            "        store = await FoundryStateStore.get_or_create('s', EmulatorCredential(user),"
+            " sys.argv[1], user_isolation=True, connection_verify=sys.argv[2], user_id='zed')\n"
+            "        await store.set_item('d', {'v': user})\n"
+            "        await store.aclose()\n"
+            "    zed = await FoundryStateStore.get_or_create('s', EmulatorCredential('zed'),"
+            " sys.argv[1], user_isolation=True, connection_verify=sys.argv[2])\n"
+            "    seen.append((await zed.get_item('d')).value['v'])\n"
+            "    await zed.aclose()\n"
             "    print(''.join(seen))\n"
             "asyncio.run(main())\n"
         )
@@ -204,7 +267,7 @@ def test_emulator_command_binds_call_ids(tmp_path: Path) -> None:
             capture_output=True, text=True, env=hosted, check=False, timeout=120,
         )  # fmt: skip
         assert run.returncode == 0, run.stderr
-        assert run.stdout.strip() == "AB"
+        assert run.stdout.strip() == "ABfront"  # only the trusted caller delegated to zed
     finally:
         server.send_signal(signal.SIGINT)
         assert server.wait(timeout=60) == 0

@@ -1,4 +1,5 @@
-"""User isolation through the real client: partitions by token user or ``x-ms-user-id``."""
+"""User isolation through the real client: partitions by token user, or ``x-ms-user-id`` from a
+trusted caller."""
 
 from __future__ import annotations
 
@@ -91,7 +92,22 @@ async def test_store_without_isolation_is_shared(open_as: Any) -> None:
         assert await alice.get_item("k") is None
 
 
-async def test_delegated_user_header_selects_the_partition(open_as: Any) -> None:
+async def test_delegated_user_header_selects_the_partition(
+    open_as: Any, trusted_caller: str
+) -> None:
+    name = f"deleg/{uuid.uuid4().hex}"
+    async with (
+        open_as(name, trusted_caller, user_id="carol") as for_carol,
+        open_as(name, "carol") as carol,
+        open_as(name, trusted_caller) as service,
+    ):
+        await for_carol.set_item("k", {"for": "carol"})
+        item = await carol.get_item("k")
+        assert item is not None and item.value == {"for": "carol"}
+        assert await service.get_item("k") is None
+
+
+async def test_delegated_user_header_of_an_untrusted_caller_is_ignored(open_as: Any) -> None:
     name = f"deleg/{uuid.uuid4().hex}"
     async with (
         open_as(name, "service", user_id="carol") as for_carol,
@@ -99,9 +115,9 @@ async def test_delegated_user_header_selects_the_partition(open_as: Any) -> None
         open_as(name, "service") as service,
     ):
         await for_carol.set_item("k", {"for": "carol"})
-        item = await carol.get_item("k")
+        assert await carol.get_item("k") is None
+        item = await service.get_item("k")
         assert item is not None and item.value == {"for": "carol"}
-        assert await service.get_item("k") is None
 
 
 async def test_foreign_tokens_get_partitions_of_their_own(

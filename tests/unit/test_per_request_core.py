@@ -14,7 +14,7 @@ from azure.ai.agentserver.core import (
 )
 
 from foundry_checkpoint import FoundryCheckpointer
-from foundry_checkpoint._core import user_key
+from foundry_checkpoint._core import Caller, current_caller
 from foundry_checkpoint_maf import FoundryCheckpointStorage
 from tests.conftest import StoreEnv
 
@@ -28,16 +28,60 @@ def request(call_id: str | None = None, user_id: str | None = None) -> Iterator[
         reset_request_context(token)
 
 
-def test_user_key_rule() -> None:
-    assert user_key() == "self"
+def test_hosted_caller_rule() -> None:
+    """Hosted: within a request (a call id) the request's identity wins over ``user_id=``."""
+    assert current_caller("hosted") == Caller("self")
+    assert current_caller("hosted", "ann") == Caller("delegated:ann")
     with request(call_id="c1"):
-        assert user_key() == "call:c1"
-        assert user_key("ann") == "user:ann"
+        assert current_caller("hosted").key == "call:c1"
+        assert current_caller("hosted", "ann").key == "call:c1"  # the call id wins
     with request(call_id="c1", user_id="bob"):
-        assert user_key() == "user:bob"  # the user id outlives the request; the call id not
-        assert user_key("ann") == "user:ann"  # an explicit user_id= wins
+        assert current_caller("hosted").key == "user:bob"  # stable across bob's requests
+        assert current_caller("hosted", "ann").key == "user:bob"
+    with request(user_id="bob"):  # no call id: the service sees nothing but the token
+        assert current_caller("hosted").key == "self"
+        assert current_caller("hosted", "ann").key == "delegated:ann"
     with request(user_id=""):
-        assert user_key() == "self"
+        assert current_caller("hosted") == Caller("self")
+    for kind in ("hosted", "local-sqlite", "local-sdk"):
+        assert current_caller(kind).partition == ("local" if kind == "local-sqlite" else "")
+
+
+def test_local_caller_rule() -> None:
+    """Local: context user id > ``user_id=`` > "local"; a call id alone changes nothing."""
+    assert current_caller("local-sqlite") == Caller("user:local", "local")
+    assert current_caller("local-sqlite", "ann") == Caller("user:ann", "ann")
+    with request(call_id="c1"):
+        assert current_caller("local-sqlite", "ann") == Caller("user:ann", "ann")
+        assert current_caller("local-sqlite") == Caller("user:local", "local")
+    with request(call_id="c1", user_id="bob"):
+        assert current_caller("local-sqlite", "ann") == Caller("user:bob", "bob")
+    with request(user_id="bob"):
+        assert current_caller("local-sqlite", "ann") == Caller("user:bob", "bob")
+        assert current_caller("local-sdk", "ann") == Caller("user:bob", "")
+
+
+def test_the_call_id_wins_over_user_id_in_the_cache_key(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Any
+) -> None:
+    """A hosted saver built with delegation keys its caches by the request, not user_id=."""
+    monkeypatch.setenv("FOUNDRY_HOSTING_ENVIRONMENT", "unit")
+    saver = FoundryCheckpointer(
+        user_id="frontdoor",
+        trusted_delegation=True,
+        endpoint="https://example.invalid",
+        retry_total=0,
+    )
+    try:
+        core = saver._core
+        assert core.user_key() == "delegated:frontdoor"
+        with request(call_id="alice-call"):
+            assert core.user_key() == "call:alice-call"
+            assert core.caller() == Caller("call:alice-call")
+        with request(call_id="bob-call", user_id="bob"):
+            assert core.user_key() == "user:bob"
+    finally:
+        saver.close()
 
 
 def test_reads_of_unknown_threads_create_no_store(store_env: StoreEnv) -> None:
