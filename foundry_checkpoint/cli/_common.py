@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Annotated, Any, NoReturn
 import typer
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 from typer.core import TyperGroup
 
 from ..errors import FoundryCheckpointError
@@ -220,8 +221,25 @@ def failures(install_hint: str = "cli,langgraph") -> Iterator[None]:
         fail(f"{exc} (install 'foundry-checkpoint[{install_hint}]')")
     except Exception as exc:
         if _verbose:
-            traceback.print_exception(exc)
+            for line in traceback_lines(exc):
+                typer.echo(line, err=True)
         fail(describe(exc))
+
+
+def traceback_lines(exc: BaseException) -> list[str]:
+    """The traceback of ``exc`` as ``--verbose`` prints it: each line escaped (a stored value
+    quoted in a message never drives the terminal) and with DSN passwords masked, like the
+    ``error:`` line.
+
+    Example:
+        >>> try:
+        ...     raise ValueError("postgresql://app:s3cret@db/x \x1b]0;owned\x07")
+        ... except ValueError as exc:
+        ...     traceback_lines(exc)[-1]
+        'ValueError: postgresql://app:***@db/x \\\\x1b]0;owned\\\\x07'
+    """
+    text = "".join(traceback.format_exception(exc))
+    return [visible(mask_secrets(line)) for line in text.splitlines()]
 
 
 def backend(owner: CoreOwner) -> dict[str, Any]:
@@ -267,9 +285,10 @@ _ID_COLUMNS = frozenset(
 )
 
 
-def table(*columns: str, title: str | None = None) -> Table:
-    """A table whose id columns never wrap."""
-    out = Table(title=title)
+def table(*columns: str, title: object = None) -> Table:
+    """A table whose id columns never wrap; its ``title`` (which may hold stored data, such as
+    a workflow or state name) is shown like a cell: escaped, never read as markup."""
+    out = Table(title=None if title is None else Text(visible(title), style="table.title"))
     for column in columns:
         out.add_column(column, no_wrap=column in _ID_COLUMNS)
     return out

@@ -139,6 +139,8 @@ def open_saver(
             ) from exc
         if role == "source" and not os.path.isfile(uri.target):
             raise CopyError(f"source database {uri.target!r} does not exist")
+        if role == "destination":
+            _create_private(uri.target)
         conn = sqlite3.connect(uri.target, check_same_thread=False)
         try:
             sqlite_saver = SqliteSaver(conn, serde=StrictSerializer())
@@ -158,6 +160,21 @@ def open_saver(
         pg_saver.serde = StrictSerializer()  # a tampered source database never runs code
         pg_saver.setup()
         yield pg_saver
+
+
+def _create_private(path: str) -> None:
+    """Create the SQLite destination ``path`` empty with mode 0600 (whatever the umask) unless
+    it exists: the copy holds every checkpoint, so other local users must not read it, and
+    SQLite gives its journal files the database file's mode. An existing file keeps its mode."""
+    if path == ":memory:":
+        return
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0), 0o600)
+    except FileExistsError:
+        return
+    except OSError as exc:
+        raise CopyError(f"cannot create destination database {path!r}: {exc.strerror}") from exc
+    os.close(fd)
 
 
 def plan_copy(

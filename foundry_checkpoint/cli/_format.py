@@ -43,8 +43,20 @@ __all__ = [
     "visible",
 ]
 
-_URL_PASSWORD: Final = re.compile(r"(?P<head>[A-Za-z][A-Za-z0-9+.-]*://[^:/@\s]*:)[^@\s]*(?=@)")
-_KV_PASSWORD: Final = re.compile(r"(?i)(?P<head>\bpassword\s*=\s*)('[^']*'|\S+)")
+#: ``scheme://user:password@host``: the password runs to the authority's last ``@`` (a
+#: password may hold ``@``; the host never does), the user may hold ``@`` too.
+_URL_PASSWORD: Final = re.compile(r"(?P<head>[A-Za-z][A-Za-z0-9+.-]*://[^:/\s]*:)[^\s/?#]*(?=@)")
+#: A quoted value as libpq's conninfo (and most key=value forms) spells it: single- or
+#: double-quoted with backslash escapes (an unterminated quote runs to the end).
+_QUOTED: Final = r"""'(?:[^'\\]|\\.)*'?|"(?:[^"\\]|\\.)*"?"""
+#: ``password=...``, ``sslpassword=...``, ``PGPASSWORD=...`` (any case, spaces around ``=``).
+_KV_PASSWORD: Final = re.compile(
+    r"(?i)(?P<head>(?<![a-z0-9])(?:ssl|pg)?password\s*=\s*)(?:" + _QUOTED + r"|\S+)"
+)
+#: A mapping's ``'password': ...`` or ``"sslpassword": ...`` (a repr or JSON).
+_MAPPING_PASSWORD: Final = re.compile(
+    r"""(?i)(?P<head>(?P<q>['"])(?:ssl|pg)?password(?P=q)\s*:\s*)(?:""" + _QUOTED + r"|[^\s,}]+)"
+)
 
 
 def _escape_char(char: str) -> str:
@@ -81,16 +93,20 @@ def cell(value: object) -> Text:
 
 
 def mask_secrets(text: str) -> str:
-    """``text`` with URL and ``password=`` passwords replaced by ``***``.
+    """``text`` with URL, ``password=``/``sslpassword=`` and mapping passwords replaced by
+    ``***`` (quoted values whole, a URL password up to the host even when it holds ``@``).
 
     Example:
         >>> mask_secrets("postgres:postgresql://app:s3cret@db:5432/x")
         'postgres:postgresql://app:***@db:5432/x'
         >>> mask_secrets("postgres:host=db password='a b' user=app")
         'postgres:host=db password=*** user=app'
+        >>> mask_secrets("postgres://u:p@ss@host/db sslpassword=k")
+        'postgres://u:***@host/db sslpassword=***'
     """
     text = _URL_PASSWORD.sub(lambda m: m.group("head") + "***", text)
-    return _KV_PASSWORD.sub(lambda m: m.group("head") + "***", text)
+    text = _KV_PASSWORD.sub(lambda m: m.group("head") + "***", text)
+    return _MAPPING_PASSWORD.sub(lambda m: m.group("head") + "***", text)
 
 
 def strict_json(data: Any) -> str:

@@ -123,3 +123,32 @@ def test_the_emulator_data_file_is_private(tmp_path: Path, monkeypatch: pytest.M
     assert files["state.sqlite3"] == 0o600
     assert set(files.values()) == {0o600}, files
     assert _mode(data.parent) == 0o700
+
+
+@pytest.mark.parametrize("umask", [0o022, 0o000], ids=["umask-022", "umask-000"])
+def test_copy_to_sqlite_creates_a_private_database(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, umask: int
+) -> None:
+    from typer.testing import CliRunner
+
+    from foundry_checkpoint.cli import app
+
+    monkeypatch.setenv("AGENTSERVER_STATE_ROOT", str(tmp_path / "state"))
+    monkeypatch.delenv("FOUNDRY_HOSTING_ENVIRONMENT", raising=False)
+    with FoundryCheckpointer() as saver:
+        build(saver).invoke({"steps": []}, cfg("t1"))
+    out = tmp_path / "export"
+    out.mkdir()
+    os.umask(umask)
+    result = CliRunner().invoke(app, ["copy", "--from", "foundry", "--to", f"sqlite:{out}/a.db"])
+    assert result.exit_code == 0, result.stderr
+    files = {p.name: _mode(p) for p in out.iterdir()}
+    assert "a.db" in files
+    assert set(files.values()) == {0o600}, files
+
+    existing = tmp_path / "mine.db"  # an existing destination keeps the mode its owner gave it
+    existing.touch()
+    os.chmod(existing, 0o640)
+    result = CliRunner().invoke(app, ["copy", "--from", "foundry", "--to", f"sqlite:{existing}"])
+    assert result.exit_code == 0, result.stderr
+    assert _mode(existing) == 0o640
