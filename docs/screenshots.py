@@ -2,8 +2,9 @@
 
 It runs the quickstart's graph and the MAF sample's workflow into a fresh local store, forks a
 thread (``update_state`` and time travel), starts ``foundry-checkpoint ui`` on a free loopback
-port and photographs each view with Debian's Chromium through Playwright. Nothing is drawn by
-hand: run it again after changing the page.
+port, opens the URL it prints (its access token becomes the browser's cookie) and photographs
+each view with Debian's Chromium through Playwright. Nothing is drawn by hand: run it again after
+changing the page.
 
 Run: ``python docs/screenshots.py`` (needs the ``test`` extra and ``apt-get install chromium``).
 """
@@ -74,11 +75,13 @@ def main() -> None:
     OUT.mkdir(parents=True, exist_ok=True)
     try:
         assert server.stdout is not None
-        url = json.loads(server.stdout.readline())["url"]
+        printed = json.loads(server.stdout.readline())["url"]  # http://127.0.0.1:PORT/?token=...
+        url = printed.split("?", 1)[0]
         with sync_playwright() as playwright:
             browser = playwright.chromium.launch(executable_path=chromium, args=["--no-sandbox"])
             page = browser.new_page(viewport={"width": 1200, "height": 760})
-            page.goto(url)
+            page.goto(printed)  # sets the cookie and lands on the index, without the token
+            assert page.url == url, page.url
             page.screenshot(path=OUT / "ui-index.png")
             page.goto(f"{url}t/demo-thread")
             page.locator("svg").screenshot(path=OUT / "ui-tree.png")
