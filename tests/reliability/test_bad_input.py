@@ -440,7 +440,8 @@ def test_option_values_are_arguments_not_identifiers(option: dict[str, Any]) -> 
 
 
 def test_an_ordinary_user_id_with_inner_spaces_is_fine(store_env: Any) -> None:
-    with _saver(store_env, user_id="Alice Smith") as saver:
+    delegation = {"trusted_delegation": True} if store_env.mode == "hosted" else {}
+    with _saver(store_env, user_id="Alice Smith", **delegation) as saver:
         _one_checkpoint(saver)
         assert saver.get_tuple(_config("t1")) is not None
 
