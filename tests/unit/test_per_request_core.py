@@ -129,3 +129,34 @@ def test_reads_of_unknown_threads_create_no_store(store_env: StoreEnv) -> None:
         asyncio.run(reads())
         if emu is not None:
             assert emu.requests["create_store"] == 0
+
+
+def test_hosted_user_id_without_declared_delegation_is_refused(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Every adapter constructor: ``user_id=`` in hosted mode needs ``trusted_delegation``."""
+    from foundry_checkpoint.errors import InvalidArgumentError, UntrustedDelegationError
+    from foundry_checkpoint_autogen import AutoGenStateStore
+    from foundry_checkpoint_maf import FoundryCheckpointStorageProvider
+
+    monkeypatch.setenv("FOUNDRY_HOSTING_ENVIRONMENT", "unit")
+    hosted = {"endpoint": "https://example.invalid", "retry_total": 0}
+    makers: list[Any] = [
+        FoundryCheckpointer,
+        FoundryCheckpointStorage,
+        FoundryCheckpointStorageProvider,
+        AutoGenStateStore,
+    ]
+    for make in makers:
+        with pytest.raises(UntrustedDelegationError) as caught:
+            make(user_id="frontdoor", **hosted)
+        assert isinstance(caught.value, InvalidArgumentError)
+        message = str(caught.value)
+        assert "call id" in message and "trusted_delegation=True" in message
+        made = make(user_id="frontdoor", trusted_delegation=True, **hosted)
+        made.close()
+        make(**hosted).close()  # no user_id: the request context isolates users
+    with pytest.raises(InvalidArgumentError):
+        FoundryCheckpointer(trusted_delegation="yes", **hosted)  # type: ignore[arg-type]
+    monkeypatch.delenv("FOUNDRY_HOSTING_ENVIRONMENT")
+    FoundryCheckpointer(user_id="frontdoor").close()  # local mode: the partition name
