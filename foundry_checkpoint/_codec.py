@@ -20,7 +20,14 @@ checked on every read:
 * references carry the sha256 of the stored (possibly compressed) blob, which is also its
   content-addressed name (computed by the spill store's ``put``, and verified by its ``get``:
   the codec never hashes a blob itself), and ``"n"``, the size of the *decoded* payload,
-  checked after decompression (and used to bound it).
+  checked after decompression. ``"n"`` is written by whoever wrote the item, so it bounds
+  nothing by itself: a reader accepts only what this writer can produce. A payload is at most
+  :data:`MAX_PAYLOAD` bytes (larger ones are refused when written), and a compressed blob
+  inflates to at most :data:`INFLATE_LIMIT` bytes or :data:`MAX_RATIO` times its own size,
+  whichever is larger (a larger payload that compresses better than that is spilled ``"raw"``).
+  A reference recording more is refused before anything is inflated, and inflation stops one
+  byte past the bound, so memory stays proportional to what is stored, never to what a
+  tampered reference claims.
 
 Any failure raises :class:`~foundry_checkpoint.errors.CorruptPayloadError` naming ``where``.
 These checks catch damage and accidental edits; they are not a signature against a deliberate
@@ -29,13 +36,13 @@ forger with write access to the store.
 The size that decides between the forms is measured on the exact request body the SDK sends to
 create the item (``json.dumps({"key": key, "value": value, "tags": tags})`` with the default
 separators and ASCII escaping; ``tags`` omitted when empty), which is larger than the item value
-alone. It must fit :data:`INLINE_BUDGET`, a safety margin below the store's 1 MB limit
-(:data:`ITEM_LIMIT`). A value that does not fit is uploaded to the spill store **before** the
-reference is returned, so an item written with the returned value never points at a blob that
-was not stored. The payload is compressed once and the blob hashed once (by the spill store);
-the spill namespace is asked for only when a value spills. Callers may add ``extra`` string
-fields (for example the full identifier when a key had to be hashed); they count towards the
-size.
+alone. It must fit :data:`INLINE_BUDGET`, the store's 1 MB limit (:data:`ITEM_LIMIT`) on its
+stricter reading, 10**6 bytes. A value that does not fit is uploaded to the spill store
+**before** the reference is returned, so an item written with the returned value never points
+at a blob that was not stored. The payload is compressed once and the blob hashed once (by
+the spill store); the spill namespace is asked for only when a value spills. Callers may add
+``extra`` string fields (for example the full identifier when a key had to be hashed); they
+count towards the size.
 
 Example:
     >>> import asyncio
@@ -67,6 +74,8 @@ __all__ = [
     "INFLATE_LIMIT",
     "INLINE_BUDGET",
     "ITEM_LIMIT",
+    "MAX_PAYLOAD",
+    "MAX_RATIO",
     "NamespaceSource",
     "decode",
     "encode",
@@ -75,17 +84,28 @@ __all__ = [
 ]
 
 INLINE_BUDGET: Final = 1_000_000
-"""Largest create-request body (key + value + tags as JSON) written inline; 48 KiB below the
-item limit, so that the request envelope and any server-side accounting differences fit."""
+"""Largest create-request body (key + value + tags as JSON) written inline: the item limit on
+its stricter reading of "1 MB" (10**6 bytes), measured on the whole body, so the value alone
+(what the limit counts) is smaller by the key, the tags and the envelope."""
 
 FORMAT: Final = 1
 """The value format written by this version (the ``"v"`` field)."""
 
-INFLATE_LIMIT: Final = 16 * ITEM_LIMIT
-"""Largest payload an inline compressed value may inflate to (16 item limits). Larger payloads
+INFLATE_LIMIT: Final = 16 << 20
+"""Largest payload an inline compressed value may inflate to (16 MiB). Larger payloads
 are spilled even when their compressed form would fit an item, and an inline value inflating
 beyond it is refused as corrupt after at most this much output. A spilled value is bounded by
 the size recorded in its reference instead."""
+
+MAX_PAYLOAD: Final = 1 << 30
+"""Largest payload (checkpoint, write or state bytes) encoded at all: 1 GiB. A larger one is
+refused when it is written, and a reference recording a larger size is refused as corrupt."""
+
+MAX_RATIO: Final = 64
+"""Largest inflation ratio of a compressed blob that inflates past :data:`INFLATE_LIMIT`. zlib
+at level 6 gets a few times on checkpoint data (msgpack of messages and state); a larger payload
+that compresses better than this (long runs of one byte, repeated records) is spilled ``"raw"``,
+so a reader can refuse any stream that would inflate further."""
 
 _RAW: Final = "raw"
 _ZLIB: Final = "z"
@@ -99,11 +119,26 @@ NamespaceSource: TypeAlias = "str | Callable[[], Awaitable[str]]"
 """A spill namespace, or a coroutine function giving it (called only when a value spills)."""
 
 
+def inflate_bound(stored_size: int) -> int:
+    """The most bytes a compressed blob of ``stored_size`` bytes may inflate to: what
+    :func:`encode` can have written (:data:`INFLATE_LIMIT`, or :data:`MAX_RATIO` times the
+    blob, at most :data:`MAX_PAYLOAD`).
+
+    Example:
+        >>> inflate_bound(1_000) == INFLATE_LIMIT
+        True
+        >>> inflate_bound(1_000_000)
+        64000000
+    """
+    return min(MAX_PAYLOAD, max(INFLATE_LIMIT, MAX_RATIO * stored_size))
+
+
 def _pack(payload: bytes) -> tuple[str, bytes]:
-    """``("z", compressed)`` when zlib makes ``payload`` smaller, else ``("raw", payload)``."""
+    """``("z", compressed)`` when zlib makes ``payload`` smaller (and the result inflates within
+    :func:`inflate_bound`), else ``("raw", payload)``."""
     if payload:
         compressed = zlib.compress(payload, _LEVEL)
-        if len(compressed) < len(payload):
+        if len(compressed) < len(payload) and len(payload) <= inflate_bound(len(compressed)):
             return _ZLIB, compressed
     return _RAW, payload
 
@@ -193,8 +228,8 @@ async def encode(
 
     Raises:
         CheckpointTooLargeError: The value does not fit and no spill store (or namespace) is
-            given, or ``key``, ``tags`` and ``extra`` alone exceed the budget; raised before
-            anything is written.
+            given, ``key``, ``tags`` and ``extra`` alone exceed the budget, or the payload is
+            over :data:`MAX_PAYLOAD`; raised before anything is written.
         ValueError: An ``extra`` field clashes with the codec's own fields.
 
     Example:
@@ -210,6 +245,12 @@ async def encode(
     """
     payload = bytes(payload)
     fields = _check_extra(extra)
+    if len(payload) > MAX_PAYLOAD:
+        raise CheckpointTooLargeError(
+            f"{where} is {len(payload):,} bytes once serialized, over the {MAX_PAYLOAD:,}-byte "
+            "limit of one stored value. Keep large data outside the checkpointed state (store "
+            "it elsewhere and keep a reference in the state). Nothing was written."
+        )
     if not compress:
         raw = {**_inline_value(_RAW, payload, ""), **fields}
         if _request_size(key, raw, tags) + _b64_len(len(payload)) <= INLINE_BUDGET:
@@ -229,7 +270,7 @@ async def encode(
         raise CheckpointTooLargeError(
             f"{where} is too large for one state-store item: the create request would be "
             f"{inline_size:,} bytes (payload {len(payload):,} bytes, {codec} encoded), over the "
-            f"{INLINE_BUDGET:,}-byte budget under the store's {ITEM_LIMIT:,}-byte item limit, "
+            f"{INLINE_BUDGET:,}-byte budget (the store's {ITEM_LIMIT:,}-byte item limit), "
             f"and {missing} is configured. Fix: pass spill=AzureBlobSpill(...) (hosted mode) or "
             "spill=LocalSpill(...), or set FOUNDRY_CHECKPOINT_BLOB_CONNECTION_STRING or "
             "FOUNDRY_CHECKPOINT_BLOB_ACCOUNT_URL. Nothing was written."
@@ -342,6 +383,10 @@ async def decode(
         raise _corrupt(where, "the value has neither an inline payload nor a valid blob digest")
     if type(size) is not int or size < 0:
         raise _corrupt(where, f"invalid payload size {size!r}")
+    if size > MAX_PAYLOAD:
+        raise _corrupt(
+            where, f"its recorded size ({size:,} bytes) is over the {MAX_PAYLOAD:,}-byte limit"
+        )
     if spill is None or namespace is None:
         raise MissingBlobError(
             f"{where} was spilled to blob {digest} ({size:,} bytes) because it exceeded the "
@@ -356,6 +401,14 @@ async def decode(
     except CorruptPayloadError as exc:
         raise CorruptPayloadError(f"{where}: {exc}") from exc
     if codec == _ZLIB:
+        bound = inflate_bound(len(stored))
+        if size <= len(stored) or size > bound:  # refused before inflating anything
+            raise _corrupt(
+                where,
+                f"its recorded size ({size:,} bytes) is not what a {len(stored):,}-byte "
+                f"compressed blob inflates to (more than {len(stored):,} and at most "
+                f"{bound:,} bytes)",
+            )
         payload = await offload(
             len(stored), lambda: _inflate(where, stored, size, "its recorded size")
         )

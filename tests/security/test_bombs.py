@@ -1,9 +1,12 @@
 """Decompression bombs: a small tampered item cannot make a reader allocate without bound.
 
-An inline compressed item of under 700 KB that inflates to 512 MiB, and a spilled blob that
-inflates far past the size its reference records, are planted behind the saver's back. Reading
-raises ``CorruptPayloadError`` and the traced peak allocation stays under a fixed bound (it was
-over 2.5 GiB when inline inflation was unbounded).
+An inline compressed item of under 700 KB that inflates to 512 MiB, a spilled blob that
+inflates far past the size its reference records, and one whose reference records the whole
+512 MiB (a ~1000:1 ratio the writer never produces) are planted behind the saver's back.
+Reading raises ``CorruptPayloadError`` and the traced peak allocation stays under a fixed bound
+(it was over 2.5 GiB when inline inflation was unbounded, and 512 MiB when a reference's size
+was trusted). What the writer produces still reads back: a large payload that compresses better
+than ``MAX_RATIO`` is spilled raw.
 """
 
 from __future__ import annotations
@@ -11,15 +14,23 @@ from __future__ import annotations
 import asyncio
 import base64
 import hashlib
+import random
 import tracemalloc
 import zlib
 from collections.abc import Callable
 from typing import Any, TypeVar
 
+import pytest
 from langgraph.checkpoint.base import empty_checkpoint
 
-from foundry_checkpoint import CorruptPayloadError, FoundryCheckpointer, LocalSpill
-from foundry_checkpoint._codec import INFLATE_LIMIT, decode, encode
+from foundry_checkpoint import (
+    CheckpointTooLargeError,
+    CorruptPayloadError,
+    FoundryCheckpointer,
+    LocalSpill,
+    _codec,
+)
+from foundry_checkpoint._codec import INFLATE_LIMIT, MAX_PAYLOAD, MAX_RATIO, decode, encode
 from foundry_checkpoint._langgraph._records import checkpoint_key
 from tests.langgraph._util import cfg
 
@@ -123,3 +134,70 @@ def test_a_spilled_bomb_is_bounded_by_its_recorded_size(store_env: Any) -> None:
     assert isinstance(result, CorruptPayloadError), result
     assert "recorded size" in str(result)
     assert peak < 8 * len(BOMB), peak  # the blob itself, a copy or two; never the inflation
+
+
+def test_a_spilled_bomb_recording_its_whole_size_is_refused_before_inflating(
+    store_env: Any,
+) -> None:
+    digest = hashlib.sha256(BOMB).hexdigest()
+
+    async def change(scope: Any, value: dict[str, Any]) -> dict[str, Any]:
+        namespace = await scope.namespace(create=True)
+        await LocalSpill(store_env.root / "spill").put(namespace, BOMB)
+        return {"v": 1, "c": "z", "s": digest, "n": 512 << 20}  # the truth, at ~1000:1
+
+    _plant(store_env, change)
+    result, peak = _read_peak(store_env)
+    assert isinstance(result, CorruptPayloadError), result
+    assert "recorded size" in str(result) and "at most" in str(result)
+    assert peak < 8 * len(BOMB), peak  # never the inflation
+
+
+def _spill(tmp_path: Any) -> tuple[LocalSpill, str]:
+    return LocalSpill(tmp_path, fsync=False), "p/" + "0" * 32
+
+
+def test_a_reference_over_the_payload_limit_is_refused(tmp_path: Any) -> None:
+    spill, namespace = _spill(tmp_path)
+    digest = asyncio.run(spill.put(namespace, b"abc"))
+    for codec in ("raw", "z"):
+        value = {"v": 1, "c": codec, "s": digest, "n": MAX_PAYLOAD + 1}
+        with pytest.raises(CorruptPayloadError, match="over the 1,073,741,824-byte limit"):
+            asyncio.run(decode(value, spill=spill, namespace=namespace, where="x"))
+
+
+def test_a_compressed_blob_must_be_smaller_than_its_payload(tmp_path: Any) -> None:
+    spill, namespace = _spill(tmp_path)
+    stream = zlib.compress(b"abc")  # longer than the 3 bytes it holds: never written as "z"
+    digest = asyncio.run(spill.put(namespace, stream))
+    value = {"v": 1, "c": "z", "s": digest, "n": 3}
+    with pytest.raises(CorruptPayloadError, match="recorded size"):
+        asyncio.run(decode(value, spill=spill, namespace=namespace, where="x"))
+
+
+def test_what_the_writer_spills_reads_back_within_the_ratio(tmp_path: Any) -> None:
+    spill, namespace = _spill(tmp_path)
+    zeros = bytes(INFLATE_LIMIT + 1)  # compresses ~1000:1: spilled raw
+    text = random.Random(7).randbytes(INFLATE_LIMIT // 2 + 1).hex().encode()  # about 2:1
+    for payload, codec in ((zeros, "raw"), (text, "z")):
+        value = asyncio.run(
+            encode(payload, key="k", tags=None, extra=None, spill=spill, namespace=namespace,
+                   where="x")
+        )  # fmt: skip
+        assert "d" not in value and value["c"] == codec and value["n"] == len(payload)
+        blob = asyncio.run(spill.get(namespace, value["s"]))
+        assert len(payload) <= max(INFLATE_LIMIT, MAX_RATIO * len(blob))
+        assert asyncio.run(decode(value, spill=spill, namespace=namespace, where="x")) == payload
+
+
+def test_a_payload_over_the_limit_is_refused_when_written(
+    tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(_codec, "MAX_PAYLOAD", 1000)  # the same check, without a 1 GiB buffer
+    spill, namespace = _spill(tmp_path)
+    with pytest.raises(CheckpointTooLargeError, match="Nothing was written"):
+        asyncio.run(
+            encode(bytes(1001), key="k", tags=None, extra=None, spill=spill, namespace=namespace,
+                   where="x")
+        )  # fmt: skip
+    assert asyncio.run(spill.list(namespace)) == []

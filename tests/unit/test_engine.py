@@ -37,7 +37,7 @@ from foundry_checkpoint._store._engine_rows import (
 from foundry_checkpoint.errors import FoundryCheckpointError
 
 S = "store"
-MB = 1_048_576
+MB = 1_000_000  # the item limit on the stricter reading of "1 MB"
 
 
 class Clock:
