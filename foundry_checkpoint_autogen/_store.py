@@ -117,6 +117,7 @@ def _check_json(value: object, path: str, owner: str) -> None:
                         "would turn it into a string silently, so use string keys. "
                         "Nothing was written."
                     )
+                stack.append((key, f"{where} (a key)", depth + 1))  # checked as a string
                 stack.append((item, f"{where}[{key!r}]", depth + 1))
             continue
         if isinstance(current, (list, tuple)):
@@ -326,7 +327,11 @@ class AutoGenStateStore(CoreOwner):
         """The stored state: the latest (``version=None``) or that version; None if absent.
 
         The latest costs one key listing (plus one page per 100 versions written within the
-        newest second) and one item read, however many versions exist.
+        newest second) and one item read, however many versions exist. A stored state that
+        :meth:`asave` would have refused (NaN, infinities, ``1e999``, lone surrogates, nesting
+        too deep) or that is not a JSON object raises
+        :class:`~foundry_checkpoint.errors.CorruptPayloadError`: it was changed outside this
+        package.
         """
         return await self._run(self._load(scope, kind, name, version))
 
@@ -498,6 +503,15 @@ class AutoGenStateStore(CoreOwner):
             raise CorruptPayloadError(
                 f"the stored state of {_owner(kind, name)} ({scope.where(key)}) is not an object"
             )
+        try:  # what save() refuses (NaN, infinities, 1e999, lone surrogates) is refused here too
+            _check_json(state, "state", _owner(kind, name))
+        except InvalidStateError as exc:
+            why = str(exc).removesuffix(" Nothing was written.")
+            raise CorruptPayloadError(
+                f"the stored state of {_owner(kind, name)} ({scope.where(key)}) cannot be "
+                f"loaded: {why} save() never writes such a state: the item was changed outside "
+                "foundry-checkpoint."
+            ) from None
         return state
 
     async def _keys(self, scope: Scope, kind: str, name: str) -> list[ItemKey]:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import json
 import os
 from collections import Counter
 from pathlib import Path
@@ -251,3 +252,43 @@ async def test_a_tampered_state_is_a_typed_error(store: AutoGenStateStore, paylo
     await core.arun(rewrite())
     with pytest.raises(CorruptPayloadError):
         await store.aload("conv", "agent", AGENT)
+
+
+@pytest.mark.parametrize(
+    ("payload", "fragment"),
+    [
+        (b'{"x": NaN}', "nan at state['x']"),
+        (b'{"x": [1, Infinity]}', "inf at state['x'][1]"),
+        (b'{"x": {"y": -Infinity}}', "-inf at state['x']['y']"),
+        (b'{"x": 1e999}', "inf at state['x']"),
+        (b'{"x": "a\\ud800b"}', "lone surrogate at state['x']"),
+        (b'{"\\udfff": 1}', "lone surrogate at state (a key)"),
+    ],
+    ids=["nan", "infinity", "-infinity", "1e999", "surrogate", "surrogate-key"],
+)
+async def test_what_save_refuses_load_refuses(
+    store: AutoGenStateStore, payload: bytes, fragment: str
+) -> None:
+    """A stored state that ``save`` would have refused is refused on load as tampered, naming
+    the agent and the place, on both faces; the same values given to ``save`` are refused."""
+    state = json.loads(payload)
+    with pytest.raises(InvalidStateError):
+        await store.asave("conv", "agent", AGENT, state)
+    await store.asave("conv", "agent", AGENT, {"count": 1})
+    core = store._core
+
+    async def rewrite() -> None:
+        scope = await core.scope("conv")
+        for key in await scope.keys():
+            if key.key.startswith("m/"):
+                continue
+            value = await scope.encode(key.key, payload, tags=key.tags)
+            await scope.store.set_item(key.key, value, tags=key.tags)
+
+    await core.arun(rewrite())
+    with pytest.raises(CorruptPayloadError) as caught:
+        await store.aload("conv", "agent", AGENT)
+    assert fragment in str(caught.value) and AGENT in str(caught.value)
+    assert "Nothing was written" not in str(caught.value)
+    with pytest.raises(CorruptPayloadError):
+        await asyncio.to_thread(store.load, "conv", "agent", AGENT)
