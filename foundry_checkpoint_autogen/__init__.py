@@ -9,7 +9,9 @@ Example::
     store = AutoGenStateStore()                        # local by default, hosted inside Foundry
     await Counter.register(runtime, "counter", durable_factory(Counter, store))
     # each agent restores on its first message and saves after each handler, on
-    # SingleThreadedAgentRuntime and on gRPC workers (DurableGrpcWorkerAgentRuntime) alike
+    # SingleThreadedAgentRuntime and on gRPC workers (DurableGrpcWorkerAgentRuntime) alike;
+    # in a hosted agent serving many users, DurableSingleThreadedAgentRuntime and
+    # DurableGrpcWorkerAgentRuntime run each handler in its sender's request context
 
 ``DurableGrpcWorkerAgentRuntime`` is imported when first used (it loads gRPC).
 """
@@ -21,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 from foundry_checkpoint._version import __version__ as __version__
 
 from ._agent import DurableAgent, durable_factory
-from ._runtime import load_runtime, running, save_runtime
+from ._runtime import DurableSingleThreadedAgentRuntime, load_runtime, running, save_runtime
 from ._store import AutoGenStateStore, StateVersion, StoredState
 from ._team import TeamSession, load_team, save_team
 
@@ -32,6 +34,7 @@ __all__ = [
     "AutoGenStateStore",
     "DurableAgent",
     "DurableGrpcWorkerAgentRuntime",
+    "DurableSingleThreadedAgentRuntime",
     "StateVersion",
     "StoredState",
     "TeamSession",

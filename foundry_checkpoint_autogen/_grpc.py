@@ -10,6 +10,13 @@ for the agents this worker hosts (it records them as its factories make them, th
 API only), raises a :class:`LookupError` that points at the store for an agent hosted by
 another worker, makes ``start()`` idempotent and ``stop()`` forgiving, and refuses a restart
 with a clear error.
+
+It also carries each message's request context to its handler (see
+:mod:`foundry_checkpoint_autogen._carry`): the sender's call id and user id travel in the
+message itself (the ``RpcRequest``'s ``metadata`` map, the ``CloudEvent``'s attributes, both
+forwarded unchanged by the gRPC host), and the receiving worker (this class) makes them the
+request context around the handler. A message from a worker of another class carries none and is
+handled outside any request.
 """
 
 from __future__ import annotations
@@ -21,6 +28,8 @@ from typing import Any, Literal, TypeVar
 
 from autogen_core import Agent, AgentId, AgentInstantiationContext, AgentMetadata, AgentType
 from autogen_ext.runtimes.grpc import GrpcWorkerAgentRuntime
+
+from ._carry import CARRIED_KEYS, capture, restored
 
 __all__ = ["DurableGrpcWorkerAgentRuntime"]
 
@@ -38,6 +47,10 @@ class DurableGrpcWorkerAgentRuntime(GrpcWorkerAgentRuntime):
     ``agent_metadata`` answer for those types. An agent of a type another worker hosts raises
     :class:`LookupError` (its state is in the store, written by its own worker when it is a
     :class:`~foundry_checkpoint_autogen.DurableAgent`).
+
+    Every handler runs in its sender's request context (the call id and user id the hosts set),
+    carried in the message to whichever worker hosts the recipient, so a durable agent saves
+    into its sender's partition; a message sent outside any request is handled outside any.
 
     Lifecycle: ``start()`` twice starts once; ``stop()`` before ``start()`` or twice does
     nothing; ``start()`` after ``stop()`` raises :class:`RuntimeError` (a stopped worker cannot
@@ -59,6 +72,13 @@ class DurableGrpcWorkerAgentRuntime(GrpcWorkerAgentRuntime):
     """
 
     def __init__(self, host_address: str, **kwargs: Any) -> None:
+        for hook in ("_send_message", "_process_request", "_process_event"):
+            if not callable(getattr(GrpcWorkerAgentRuntime, hook, None)):
+                raise TypeError(
+                    f"this autogen-ext has no GrpcWorkerAgentRuntime.{hook}, which "
+                    "DurableGrpcWorkerAgentRuntime wraps to carry each sender's request "
+                    "context; install the autogen-ext version foundry-checkpoint[autogen] pins"
+                )
         super().__init__(host_address, **kwargs)
         self._phase: Literal["new", "running", "stopped"] = "new"
         self._hosted: dict[AgentId, Agent] = {}
@@ -110,6 +130,45 @@ class DurableGrpcWorkerAgentRuntime(GrpcWorkerAgentRuntime):
         tb: TracebackType | None,
     ) -> None:
         await self.stop()
+
+    # -- the sender's request context, in the message --------------------------------------
+    async def _send_message(
+        self,
+        runtime_message: Any,
+        send_type: Literal["send", "publish"],
+        recipient: AgentId | Any,
+        telemetry_metadata: Mapping[str, str],
+    ) -> None:
+        # A task made in send_message/publish_message: it runs in the sender's context.
+        carrier = capture()
+        kind = runtime_message.WhichOneof("message")
+        if kind == "request":
+            for key in CARRIED_KEYS:
+                runtime_message.request.metadata.pop(key, None)
+            runtime_message.request.metadata.update(carrier)
+        elif kind == "cloudEvent":
+            attributes = runtime_message.cloudEvent.attributes
+            for key in CARRIED_KEYS:
+                if key in attributes:
+                    del attributes[key]
+            for key, value in carrier.items():
+                attributes[key].ce_string = value
+        await super()._send_message(runtime_message, send_type, recipient, telemetry_metadata)
+
+    async def _process_request(self, request: Any) -> None:
+        carried = {k: request.metadata[k] for k in CARRIED_KEYS if k in request.metadata}
+        with restored(carried):
+            await super()._process_request(request)
+
+    async def _process_event(self, event: Any) -> None:
+        attributes = event.attributes
+        carried = {
+            k: attributes[k].ce_string
+            for k in CARRIED_KEYS
+            if k in attributes and attributes[k].WhichOneof("attr") == "ce_string"
+        }
+        with restored(carried):
+            await super()._process_event(event)
 
     # -- registration: remember what this worker hosts -----------------------------------------
     async def register_factory(
