@@ -16,6 +16,7 @@ __all__ = [
     "CheckpointTooLargeError",
     "ConcurrentWriteError",
     "CorruptPayloadError",
+    "CrossUserMessageError",
     "FoundryCheckpointError",
     "InvalidArgumentError",
     "InvalidIdentifierError",
@@ -119,5 +120,21 @@ class UntrustedDelegationError(InvalidArgumentError):
 
     Example:
         >>> issubclass(UntrustedDelegationError, InvalidArgumentError)
+        True
+    """
+
+
+class CrossUserMessageError(FoundryCheckpointError):
+    """A durable AutoGen agent holding one end user's state got a message of another user.
+
+    An AutoGen runtime keeps one agent instance per ``AgentId``; a
+    :class:`~foundry_checkpoint_autogen.DurableAgent` restores that instance from its first
+    sender's partition, so handling another user's message with it would save the first
+    user's state into the second user's partition. Give each end user (or conversation) its
+    own agent key, for example ``AgentId("assistant", conversation_id)``. Raised before the
+    handler runs; nothing was written.
+
+    Example:
+        >>> issubclass(CrossUserMessageError, FoundryCheckpointError)
         True
     """

@@ -91,6 +91,7 @@ class DurableAgent(BaseAgent):
     _durable_done: int = 0
     _durable_saved: int = 0
     _durable_locks: tuple[asyncio.Lock, asyncio.Lock] | None = None
+    _durable_owner: str | None = None
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -160,8 +161,36 @@ class DurableAgent(BaseAgent):
             await store.asave(self._durable_scope, AGENT_KIND, str(self.id), state)
             self._durable_saved = max(self._durable_saved, covered)
 
+    def _durable_check_owner(self) -> None:
+        """Refuse a message of another end user than the one this instance's state is for.
+
+        The user is the store's cache key for the current call when it names one (the request
+        context's user id, or local mode's partition); a request known only by its call id
+        cannot be told apart client-side, so it is not checked (key agents per user then).
+        """
+        key = self._store_or_raise()._core.user_key()
+        if not key.startswith("user:"):
+            return
+        if self._durable_owner is None:
+            self._durable_owner = key
+        elif self._durable_owner != key:
+            from foundry_checkpoint.errors import CrossUserMessageError
+
+            owner, sender = self._durable_owner.removeprefix("user:"), key.removeprefix("user:")
+            raise CrossUserMessageError(
+                f"DurableAgent {self.id} holds the state of {owner!r} and got a message in a "
+                f"request of {sender!r}: handling it "
+                "would save one user's state into another user's partition. Give each end user "
+                "(or conversation) an agent key of its own, e.g. "
+                f"AgentId({self.id.type!r}, conversation_id). Nothing was written."
+            )
+
     async def on_message_impl(self, message: Any, ctx: MessageContext) -> Any:
         """Restore on the first message, run the handler, save if it returned normally.
+
+        A message in another end user's request than the one whose state this instance holds
+        raises :class:`~foundry_checkpoint.errors.CrossUserMessageError` before the handler
+        runs.
 
         Args:
             message: The message AutoGen routes to this agent.
@@ -170,6 +199,7 @@ class DurableAgent(BaseAgent):
         Returns:
             What the agent's handler returned.
         """
+        self._durable_check_owner()
         await self._durable_restore()
         result = await super().on_message_impl(message, ctx)  # type: ignore[safe-super]
         await self._durable_save()

@@ -213,3 +213,29 @@ async def test_grpc_workers_carry_the_sender_s_context_to_the_handler(
             assert seen == [*expected, None], user
     finally:
         await store.aclose()
+
+
+async def test_one_agent_instance_never_serves_two_users(store_env: StoreEnv) -> None:
+    """The same ``AgentId`` messaged in two users' requests: the second is refused before its
+    handler runs, so the first user's state never reaches the second user's partition."""
+    from foundry_checkpoint.errors import CrossUserMessageError
+
+    store = _agent_store(store_env)
+    runtime = DurableSingleThreadedAgentRuntime()
+    await Counter.register(runtime, "counter", durable_factory(Counter, store, scope="conv"))
+    shared = AgentId("counter", "same-key")
+    runtime.start()
+    try:
+        with request_of(store_env, "alice"):
+            assert await runtime.send_message(Add(1, "secret"), shared) == Count(1, ["secret"])
+        with request_of(store_env, "bob"), pytest.raises(CrossUserMessageError, match="alice"):
+            await runtime.send_message(Add(1, "b"), shared)
+        with request_of(store_env, "alice"):  # its owner goes on as before
+            assert await runtime.send_message(Add(1, "more"), shared) == Count(
+                2, ["secret", "more"]
+            )
+    finally:
+        await runtime.stop()
+    seen = await asyncio.to_thread(_owners, store_env, store, "counter/same-key", with_user=True)
+    assert seen == [{"count": 2, "history": ["secret", "more"]}, None, None]
+    await store.aclose()
