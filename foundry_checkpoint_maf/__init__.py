@@ -14,6 +14,10 @@ Example::
 Inside Foundry hosting (agent-framework-foundry-hosting), pass
 ``checkpoint_store_provider=FoundryCheckpointStorageProvider()``; that class is imported only
 when first used, so this package works without the hosting package installed.
+
+Errors of decoding (all ``WorkflowCheckpointException``): ``CheckpointTypeBlockedError`` (a
+class that is not allowed: "deserialization blocked"), ``CheckpointTamperedError`` (a stored
+pickle no encoder writes, logged at WARNING) and ``CheckpointDecodeError`` (damaged).
 """
 
 from __future__ import annotations
@@ -22,12 +26,16 @@ from typing import TYPE_CHECKING, Any
 
 from foundry_checkpoint._version import __version__ as __version__
 
+from ._payload import CheckpointDecodeError, CheckpointTamperedError, CheckpointTypeBlockedError
 from ._storage import FoundryCheckpointStorage, StoredCheckpoint
 
 if TYPE_CHECKING:
     from ._hosting import FoundryCheckpointStorageProvider
 
 __all__ = [
+    "CheckpointDecodeError",
+    "CheckpointTamperedError",
+    "CheckpointTypeBlockedError",
     "FoundryCheckpointStorage",
     "FoundryCheckpointStorageProvider",
     "StoredCheckpoint",

@@ -37,7 +37,7 @@ from foundry_checkpoint._store._naming import check_identifier
 from ._items import ContextItems
 from ._maintenance import Maintenance
 from ._payload import (
-    CheckpointRefusedError,
+    CheckpointTamperedError,
     decode_payload,
     encode_document,
     payload_hash,
@@ -313,9 +313,10 @@ class FoundryCheckpointStorage(Maintenance):
         ``allowed_checkpoint_types``, for example after the context is reopened with a narrower
         list) is left out and logged at error level; ``load`` of its id raises.
         :meth:`list_checkpoint_ids` and :meth:`get_latest` skip the same checkpoints, as MAF's
-        ``FileCheckpointStorage`` does. One naming a class no encoder writes raises
-        :class:`~foundry_checkpoint_maf._payload.CheckpointRefusedError` (a
-        ``WorkflowCheckpointException``), since that is a sign of tampering.
+        ``FileCheckpointStorage`` does. One holding a pickle no encoder writes raises
+        :class:`~foundry_checkpoint_maf.CheckpointTamperedError` (a
+        ``WorkflowCheckpointException``) and is logged at WARNING as tampered, since that is a
+        sign of tampering.
         """
         workflow_name = checked_workflow_name(workflow_name)
         return await self._decodable(workflow_name, "list_checkpoints")
@@ -335,10 +336,10 @@ class FoundryCheckpointStorage(Maintenance):
     ) -> WorkflowCheckpoint | None:
         try:
             return decode_payload(payload, allowed=self._allowed, checkpoint_id=checkpoint_id)
-        except CheckpointRefusedError:
-            raise  # tampering: never skipped quietly
-        except WorkflowCheckpointException as exc:
-            logger.error("%s skips checkpoint %s: %s", caller, checkpoint_id, exc)
+        except CheckpointTamperedError:
+            raise  # tampering (already logged as such at WARNING): never skipped quietly
+        except WorkflowCheckpointException as exc:  # damaged, or a type that is not allowed
+            logger.error("%s skips undecodable checkpoint %s: %s", caller, checkpoint_id, exc)
             return None
 
     async def delete(self, checkpoint_id: CheckpointID) -> bool:

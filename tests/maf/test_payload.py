@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 from foundry_checkpoint._store._naming import escape, unescape
 from foundry_checkpoint_maf import _payload
 from foundry_checkpoint_maf._payload import (
-    CheckpointDecodeError,
+    CheckpointTypeBlockedError,
     decode_payload,
     encode_document,
     encode_payload,
@@ -183,6 +183,6 @@ def test_a_pass_under_one_allow_list_admits_nothing_under_another(
     verify_document(encoded, allowed=frozenset({mine}), checkpoint_id=cp.checkpoint_id)
     assert unpickled == [mine]
     for _ in range(2):  # a refusal is never remembered: every save is refused again
-        with pytest.raises(CheckpointDecodeError, match="not an allowed checkpoint type"):
+        with pytest.raises(CheckpointTypeBlockedError, match="deserialization blocked"):
             verify_document(encoded, allowed=frozenset(), checkpoint_id=cp.checkpoint_id)
     assert unpickled == [mine, mine, mine]

