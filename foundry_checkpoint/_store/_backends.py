@@ -123,12 +123,13 @@ class StoreFactory:
     async def _open_raw(self, name: str, partition: str, *, create: bool) -> StateStoreLike | None:
         """A client of ``name``; created first only when ``create`` (else checked by GET)."""
         if self.kind == "local-sqlite":
-            from ._embedded import EngineStore, default_engine
+            from ._embedded import EngineStore, shared_engine
 
+            engine = await shared_engine()  # opened off the loop on first use
             if not create:
-                return EngineStore(default_engine(), name, user=partition)
+                return EngineStore(engine, name, user=partition)
             return await EngineStore.get_or_create(
-                default_engine(),
+                engine,
                 name,
                 user_isolation=True,
                 item_ttl_seconds=self._ttl,
@@ -137,10 +138,8 @@ class StoreFactory:
         if self.kind == "local-sdk":
             from ._sdk_local import LockedSdkStore
 
-            if not create and not LockedSdkStore.exists(name):
-                return None
-            return await LockedSdkStore.get_or_create(
-                name, user_isolation=True, item_ttl_seconds=self._ttl
+            return await LockedSdkStore.open(
+                name, user_isolation=True, item_ttl_seconds=self._ttl, create=create
             )
         if not create:
             return self._hosted_clients().client(name)

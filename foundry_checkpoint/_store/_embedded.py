@@ -25,10 +25,12 @@ Example:
 
 from __future__ import annotations
 
+import asyncio
 import os
 import threading
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
+from typing import TypeVar
 
 from azure.ai.agentserver.core.storage import (
     DeletedStateStore,
@@ -46,7 +48,9 @@ from ._engine import StateEngine
 from ._limits import DEFAULT_ROOT_DIRNAME, STATE_ROOT_ENV
 from ._records import ItemRecord, KeyRecord, PageRecord, RefRecord
 
-__all__ = ["DEFAULT_USER", "EngineStore", "default_engine", "default_state_root"]
+__all__ = ["DEFAULT_USER", "EngineStore", "default_engine", "default_state_root", "shared_engine"]
+
+_T = TypeVar("_T")
 
 DEFAULT_USER = "local"
 """The user partition of local mode when no ``user_id`` is given."""
@@ -56,7 +60,9 @@ _FILENAME = "state.sqlite3"
 
 
 _ENGINES: dict[tuple[int, Path], StateEngine] = {}
-
+_RESOLVED: dict[tuple[int, Path], Path] = {}
+"""An absolute database path as given (before symbolic links are resolved) -> the resolved
+one, so that finding an engine already open touches no file."""
 
 _ENGINES_GUARD = threading.Lock()
 
@@ -89,15 +95,60 @@ def default_engine(state_root: Path | None = None) -> StateEngine:
         >>> same, engine.path.name
         (True, 'state.sqlite3')
     """
-    root = default_state_root() if state_root is None else Path(state_root)
-    path = (root / _SUBDIR / _FILENAME).expanduser().resolve()
-    cache_key = (os.getpid(), path)
+    given = _database_path(state_root)
+    known = _open_engine(given)
+    if known is not None:
+        return known
+    path = given.resolve()
+    pid = os.getpid()
     with _ENGINES_GUARD:
-        engine = _ENGINES.get(cache_key)
+        engine = _ENGINES.get((pid, path))
         if engine is None or engine.closed:
             engine = StateEngine(path)
-            _ENGINES[cache_key] = engine
+            _ENGINES[(pid, path)] = engine
+        if given.is_absolute():
+            _RESOLVED[(pid, given)] = path
         return engine
+
+
+def _database_path(state_root: Path | None) -> Path:
+    """The database path under ``state_root`` (default: :func:`default_state_root`), not
+    resolved (no file is touched)."""
+    root = default_state_root() if state_root is None else Path(state_root)
+    return (root / _SUBDIR / _FILENAME).expanduser()
+
+
+def _open_engine(given: Path) -> StateEngine | None:
+    """The open engine of ``given`` when this process already has one; no file is touched (a
+    relative path, which depends on the working directory, is never answered here)."""
+    if not given.is_absolute():
+        return None
+    pid = os.getpid()
+    path = _RESOLVED.get((pid, given))
+    engine = None if path is None else _ENGINES.get((pid, path))
+    return None if engine is None or engine.closed else engine
+
+
+async def shared_engine(state_root: Path | None = None) -> StateEngine:
+    """:func:`default_engine`, awaited: finding and opening the file runs in a worker thread.
+
+    Resolving the path, creating the folder and opening the database are blocking file work;
+    an event loop never runs them (the adapters call this on their private loop). An engine
+    this process already opened is answered at once.
+
+    Example:
+        >>> import asyncio, tempfile
+        >>> with tempfile.TemporaryDirectory() as tmp:
+        ...     engine = asyncio.run(shared_engine(Path(tmp)))
+        ...     same = engine is default_engine(Path(tmp))
+        ...     engine.close()
+        >>> same
+        True
+    """
+    known = _open_engine(_database_path(state_root))
+    if known is not None:
+        return known
+    return await asyncio.to_thread(default_engine, state_root)
 
 
 class EngineStore:
@@ -112,15 +163,14 @@ class EngineStore:
     :class:`~foundry_checkpoint.errors.InvalidArgumentError` (a ``ValueError``) for the same
     argument combinations the client refuses before sending.
 
-    Engine calls run inline, on the loop that awaits them: the adapters await their store
-    only on their own private loop (``CheckpointCore.run``/``arun``), never on a caller's, so
-    a call waiting for SQLite's write lock holds up that adapter's store calls (which queue
-    for the engine's one connection anyway) and nothing else. Uncontended calls are fast
-    (measured on 2 cores: a 10 KB ``set_item`` ~0.12 ms, ``get_item`` ~0.03 ms, a 100-key
-    ``list_keys`` ~0.35 ms, the same at 10 and 100,000 items); with four processes writing at
-    once the median stayed ~0.1 ms while the 99th percentile was 5-60 ms. A hop to a worker
-    thread per call (``asyncio.to_thread``, as before) cost ~1.3 ms of CPU per LangGraph turn
-    of ~8 calls and bought no parallelism.
+    Every engine call runs on the engine's own :attr:`~StateEngine.worker`, a thread without
+    an event loop: SQLite's blocking work (and a wait for its write lock, 5-60 ms at the 99th
+    percentile with four processes writing at once) never runs on a loop, neither the caller's
+    nor the adapter's private one, which is what ``langgraph dev`` (blockbuster) checks. One
+    thread per engine keeps the engine's one connection on one thread, and calls run in the
+    order they were made. Each operation of this class is one hand-off to that thread (the
+    records are built there too); the hand-off costs ~60-70 µs of CPU on 2 cores, against
+    uncontended engine calls of ~0.03 ms (``get_item``) to ~0.35 ms (a 100-key ``list_keys``).
 
     Example:
         >>> import asyncio
@@ -156,18 +206,22 @@ class EngineStore:
         depend on ``user_isolation`` or ``item_ttl_seconds``.
         """
         store = cls(engine, name, user=user)
-        try:
-            engine.get_store(name)
-        except FoundryStorageNotFoundError:
+
+        def get_or_create() -> None:
             try:
-                engine.create_store(
-                    name,
-                    user_isolation=user_isolation,
-                    item_ttl_seconds=item_ttl_seconds,
-                    description=description,
-                )
-            except FoundryStorageConflictError:
                 engine.get_store(name)
+            except FoundryStorageNotFoundError:
+                try:
+                    engine.create_store(
+                        name,
+                        user_isolation=user_isolation,
+                        item_ttl_seconds=item_ttl_seconds,
+                        description=description,
+                    )
+                except FoundryStorageConflictError:
+                    engine.get_store(name)
+
+        await store._run(get_or_create)
         return store
 
     @property
@@ -182,14 +236,17 @@ class EngineStore:
 
     async def get(self) -> StateStore:
         """The store's descriptor; ``FoundryStorageNotFoundError`` when it was deleted."""
-        return StateStore(self._engine.get_store(self._name))
+        return await self._run(lambda: StateStore(self._engine.get_store(self._name)))
 
     async def create_item(
         self, key: str, value: JSONObject, *, tags: Mapping[str, str] | None = None
     ) -> RefRecord:
         """Create an item; ``FoundryStorageConflictError`` when the key exists."""
-        ref = self._engine.create_item(self._name, key, value, tags, user=self._user)
-        return RefRecord.of(ref)
+        return await self._run(
+            lambda: RefRecord.of(
+                self._engine.create_item(self._name, key, value, tags, user=self._user)
+            )
+        )
 
     async def set_item(
         self,
@@ -219,23 +276,34 @@ class EngineStore:
         if if_match is not None and require_exists:
             raise InvalidArgumentError("if_match and require_exists are mutually exclusive")
         header = "*" if require_exists else if_match
-        ref, _created = self._engine.put_item(
-            self._name, key, value, tags, user=self._user, if_match=header
-        )
-        return RefRecord.of(ref)
+
+        def put() -> RefRecord:
+            ref, _created = self._engine.put_item(
+                self._name, key, value, tags, user=self._user, if_match=header
+            )
+            return RefRecord.of(ref)
+
+        return await self._run(put)
 
     async def get_item(self, key: str) -> ItemRecord | None:
         """The item, or None when it does not exist, has expired, or the store is gone."""
-        try:
-            item = self._engine.get_item(self._name, key, user=self._user)
-        except FoundryStorageNotFoundError:
-            return None
-        return None if item is None else ItemRecord.of(item)
+
+        def get() -> ItemRecord | None:
+            try:
+                item = self._engine.get_item(self._name, key, user=self._user)
+            except FoundryStorageNotFoundError:
+                return None
+            return None if item is None else ItemRecord.of(item)
+
+        return await self._run(get)
 
     async def delete_item(self, key: str, *, if_match: str | None = None) -> DeletedStateStoreItem:
         """Delete an item (idempotent unless ``if_match`` is given)."""
-        deleted = self._engine.delete_item(self._name, key, user=self._user, if_match=if_match)
-        return DeletedStateStoreItem(deleted)
+        return await self._run(
+            lambda: DeletedStateStoreItem(
+                self._engine.delete_item(self._name, key, user=self._user, if_match=if_match)
+            )
+        )
 
     async def list_keys(
         self,
@@ -264,16 +332,19 @@ class EngineStore:
         """
         if after is not None and before is not None:
             raise InvalidArgumentError("after and before are mutually exclusive")
-        page = self._engine.list_keys(
-            self._name,
-            user=self._user,
-            tags=tags,
-            limit=limit,
-            after=after,
-            before=before,
-            order=order,
+        return await self._run(
+            lambda: PageRecord.of_wire(
+                self._engine.list_keys(
+                    self._name,
+                    user=self._user,
+                    tags=tags,
+                    limit=limit,
+                    after=after,
+                    before=before,
+                    order=order,
+                )
+            )
         )
-        return PageRecord.of_wire(page)
 
     async def greatest(
         self,
@@ -290,20 +361,35 @@ class EngineStore:
         Raises:
             FoundryStorageBadRequestError: A bad tag name or value, or a bad ``count``.
         """
-        found = self._engine.greatest(
-            self._name,
-            user=self._user,
-            by=by,
-            tags=tags,
-            among=among,
-            count=count,
-            below=below,
-        )
-        return [KeyRecord.of(entry) for entry in found]
+
+        def rank() -> list[KeyRecord]:
+            found = self._engine.greatest(
+                self._name,
+                user=self._user,
+                by=by,
+                tags=tags,
+                among=among,
+                count=count,
+                below=below,
+            )
+            return [KeyRecord.of(entry) for entry in found]
+
+        return await self._run(rank)
 
     async def delete(self) -> DeletedStateStore:
         """Delete the store and every item in it (every user's)."""
-        return DeletedStateStore(self._engine.delete_store(self._name))
+        return await self._run(lambda: DeletedStateStore(self._engine.delete_store(self._name)))
 
     async def aclose(self) -> None:
         """Nothing to release: the engine is shared and closed by its owner."""
+
+    async def _run(self, func: Callable[[], _T]) -> _T:
+        """``func`` (engine calls) on the engine's worker thread, never on the awaiting loop.
+
+        A closed engine answers at once with its "closed" error: ``func`` fails before
+        touching the database, and no thread is started again for it.
+        """
+        engine = self._engine
+        if engine.closed:
+            return func()
+        return await engine.worker.call(func)

@@ -3,7 +3,9 @@
 One connection per engine, shared by every thread behind a lock; files use WAL, a generous
 ``busy_timeout`` and ``BEGIN IMMEDIATE`` for writes, so several processes can share one file.
 :class:`EngineDatabase` is the base of :class:`~foundry_checkpoint._store._engine.StateEngine`:
-it owns the connection, the clock and the deterministic ids.
+it owns the connection, the clock, the deterministic ids and the :class:`CallThread` on which
+async callers run its calls (a thread without an event loop, so blocking SQLite work never runs
+on a loop).
 
 Example:
     >>> db = EngineDatabase(clock=lambda: 3.5)
@@ -18,23 +20,28 @@ Example:
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import hashlib
 import json
 import os
+import queue
 import sqlite3
 import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Final
+from typing import Any, Final, TypeVar
 
 from foundry_checkpoint.errors import FoundryCheckpointError
 
 from ._limits import STATE_ROOT_ENV
 from ._private import private_file
 
-__all__ = ["SCHEMA", "SCHEMA_VERSION", "EngineDatabase", "open_database"]
+__all__ = ["SCHEMA", "SCHEMA_VERSION", "CallThread", "EngineDatabase", "open_database"]
+
+_T = TypeVar("_T")
 
 _BUSY_TIMEOUT_MS: Final = 30_000
 #: The schema version this package writes and understands (``PRAGMA user_version``).
@@ -180,6 +187,124 @@ def _set_wal(conn: sqlite3.Connection) -> None:
             time.sleep(0.01)
 
 
+_Job = tuple[Callable[[], Any], asyncio.AbstractEventLoop, "asyncio.Future[Any]"]
+
+
+class CallThread:
+    """One thread without an event loop that runs blocking calls in order, awaited from a loop.
+
+    :meth:`call` hands a function to the thread and awaits its result: the function goes
+    through a :class:`queue.SimpleQueue`, and its outcome comes back with one
+    ``call_soon_threadsafe`` onto the awaiting loop (no ``concurrent.futures.Future`` in
+    between). Calls run one at a time, in the order they were made, so a SQLite connection
+    used through one ``CallThread`` is only ever used by one thread. No event loop runs in that
+    thread, so its blocking calls are invisible to checkers of blocking calls on event loops
+    (``langgraph dev``'s blockbuster) and never hold up a loop.
+
+    The thread starts on the first call and again after :meth:`close` or in a forked child. A
+    cancelled caller stops waiting at once; its call still runs (a SQLite statement cannot be
+    interrupted half-way), before every later call.
+
+    Args:
+        name: The thread's name (it shows in thread dumps).
+
+    Example:
+        >>> import asyncio, threading
+        >>> worker = CallThread("example")
+        >>> async def where() -> tuple[str, bool]:
+        ...     def probe() -> tuple[str, bool]:
+        ...         try:
+        ...             asyncio.get_running_loop()
+        ...         except RuntimeError:
+        ...             return threading.current_thread().name, False
+        ...         return threading.current_thread().name, True
+        ...     return await worker.call(probe)
+        >>> asyncio.run(where())
+        ('example', False)
+        >>> worker.close(); worker.close()
+    """
+
+    def __init__(self, name: str) -> None:
+        self._name = name
+        self._guard = threading.Lock()
+        self._queue: queue.SimpleQueue[_Job | None] | None = None
+        self._thread: threading.Thread | None = None
+        self._pid = 0
+
+    def _jobs(self) -> queue.SimpleQueue[_Job | None]:
+        jobs = self._queue
+        if jobs is not None and self._pid == os.getpid():
+            return jobs
+        with self._guard:
+            if self._queue is None or self._pid != os.getpid():
+                fresh: queue.SimpleQueue[_Job | None] = queue.SimpleQueue()
+                thread = threading.Thread(
+                    target=_serve, args=(fresh,), name=self._name, daemon=True
+                )
+                thread.start()
+                self._queue, self._thread, self._pid = fresh, thread, os.getpid()
+            return self._queue
+
+    async def call(self, func: Callable[[], _T]) -> _T:
+        """Run ``func`` on the thread and await what it returns (or raises).
+
+        Args:
+            func: The blocking work, taking no arguments.
+
+        Returns:
+            What ``func`` returned; what it raised propagates unchanged.
+        """
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[_T] = loop.create_future()
+        self._jobs().put((func, loop, future))
+        return await future
+
+    def close(self) -> None:
+        """Stop the thread once the calls already handed to it ran; idempotent.
+
+        Called from the thread itself (a call that closes its own engine), it does not wait.
+        """
+        with self._guard:
+            jobs, thread = self._queue, self._thread
+            self._queue = self._thread = None
+        if jobs is None or thread is None or self._pid != os.getpid():
+            return
+        jobs.put(None)
+        if thread is not threading.current_thread():
+            thread.join()
+
+
+def _serve(jobs: queue.SimpleQueue[_Job | None]) -> None:
+    """The body of a :class:`CallThread`: run each job, send its outcome to its loop."""
+    while True:
+        job = jobs.get()
+        if job is None:
+            return
+        func, loop, future = job
+        del job
+        try:
+            result = func()
+        except BaseException as exc:  # handed to the awaiting caller, whatever it is
+            outcome: tuple[bool, Any] = (False, exc)
+        else:
+            outcome = (True, result)
+        del func
+        with contextlib.suppress(RuntimeError):  # the loop closed meanwhile: nobody waits
+            loop.call_soon_threadsafe(_settle, future, outcome)
+        del future, outcome, loop
+
+
+def _settle(future: asyncio.Future[Any], outcome: tuple[bool, Any]) -> None:
+    """Pass a call's outcome to the awaiting future (on its loop), unless it was cancelled."""
+    if future.cancelled():
+        return
+    ok, value = outcome
+    if ok:
+        future.set_result(value)
+    else:
+        future.set_exception(value)
+
+
 class EngineDatabase:
     """One SQLite connection behind a lock, the engine's clock and its deterministic ids.
 
@@ -206,6 +331,7 @@ class EngineDatabase:
         self._conn: sqlite3.Connection | None = open_database(self._path)
         self._purged: tuple[int, set[str]] = (-1, set())
         """The second of the last expiry clean-up and the stores cleaned up in it."""
+        self._worker = CallThread("foundry-checkpoint-engine")
 
     @property
     def path(self) -> Path | None:
@@ -217,8 +343,17 @@ class EngineDatabase:
         """Whether :meth:`close` was called."""
         return self._conn is None
 
+    @property
+    def worker(self) -> CallThread:
+        """The thread without an event loop on which async callers run this engine's calls
+        (:class:`~foundry_checkpoint._store._embedded.EngineStore` does); it starts on first
+        use and stops when the engine is closed."""
+        return self._worker
+
     def close(self) -> None:
-        """Close the database connection; calling it again does nothing."""
+        """Close the database connection (after the calls handed to :attr:`worker` ran);
+        calling it again does nothing."""
+        self._worker.close()
         with self._lock:
             conn, self._conn = self._conn, None
         if conn is not None:

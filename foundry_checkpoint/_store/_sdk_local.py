@@ -6,7 +6,9 @@ write and guards it with a per-process lock only: three processes writing 60 dis
 each to one store kept 76 of 180 items. :class:`LockedSdkStore` runs every call of the SDK
 client under an inter-process :class:`filelock.FileLock` on ``<that file>.lock`` and off the
 event loop: a worker thread acquires the lock and drives the SDK call, which in local mode
-never suspends (it reads and writes the file synchronously).
+never suspends (it reads and writes the file synchronously). Every other file access (the
+folder, the lock, whether a store's file exists) runs in a worker thread too, so no event loop
+ever blocks on the file system (``langgraph dev`` checks that with blockbuster).
 
 Example:
     >>> import asyncio, os, tempfile
@@ -27,6 +29,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import os
+import threading
 from collections.abc import Callable, Coroutine, Mapping
 from pathlib import Path
 from typing import Any, TypeVar
@@ -91,9 +94,28 @@ def _drive(call: Callable[[], Coroutine[Any, Any, _T]]) -> _T:
     )
 
 
-def _locked(lock: FileLock, call: Callable[[], Coroutine[Any, Any, _T]]) -> _T:
-    with lock:
+class _LazyLock:
+    """The inter-process lock of one store file, built on first use (in a worker thread)."""
+
+    def __init__(self, path: Path) -> None:
+        self._path = path
+        self._lock: FileLock | None = None
+        self._guard = threading.Lock()
+
+    def get(self) -> FileLock:
+        with self._guard:
+            if self._lock is None:
+                self._lock = FileLock(self._path)
+            return self._lock
+
+
+def _locked(lock: _LazyLock, call: Callable[[], Coroutine[Any, Any, _T]]) -> _T:
+    with lock.get():
         return _drive(call)
+
+
+def _create_folder(name: str) -> None:
+    private_dir(_store_file(name).parent)
 
 
 class LockedSdkStore:
@@ -118,7 +140,7 @@ class LockedSdkStore:
         True
     """
 
-    def __init__(self, store: FoundryStateStore, lock: FileLock) -> None:
+    def __init__(self, store: FoundryStateStore, lock: _LazyLock) -> None:
         self._store = store
         self._lock = lock
 
@@ -138,7 +160,7 @@ class LockedSdkStore:
         store = FoundryStateStore(
             name, user_isolation=user_isolation, item_ttl_seconds=item_ttl_seconds
         )
-        return cls(store, FileLock(_lock_file(name)))
+        return cls(store, _LazyLock(_lock_file(name)))
 
     @classmethod
     async def get_or_create(
@@ -154,17 +176,40 @@ class LockedSdkStore:
                 f"{HOSTING_ENV} is set, so FoundryStateStore runs in hosted mode; the SDK's "
                 "local backend is only available when it is unset."
             )
-        path = _store_file(name)
-        private_dir(path.parent)
-        lock = FileLock(_lock_file(name))
-        store = await asyncio.to_thread(
-            _locked,
-            lock,
-            lambda: FoundryStateStore.get_or_create(
-                name, user_isolation=user_isolation, item_ttl_seconds=item_ttl_seconds, **kwargs
-            ),
+        lock = _LazyLock(_lock_file(name))
+
+        def create() -> FoundryStateStore:
+            _create_folder(name)
+            return _locked(
+                lock,
+                lambda: FoundryStateStore.get_or_create(
+                    name,
+                    user_isolation=user_isolation,
+                    item_ttl_seconds=item_ttl_seconds,
+                    **kwargs,
+                ),
+            )
+
+        return cls(await asyncio.to_thread(create), lock)
+
+    @classmethod
+    async def open(
+        cls, name: str, *, user_isolation: bool, item_ttl_seconds: int, create: bool
+    ) -> LockedSdkStore | None:
+        """:meth:`get_or_create` when ``create``; else the store when its file exists, or None.
+
+        Looking for the file runs in a worker thread, like every other file access.
+
+        Example:
+            >>> import asyncio
+            >>> asyncio.run(LockedSdkStore.open(
+            ...     "a-store-nobody-made", user_isolation=True, item_ttl_seconds=-1, create=False))
+        """
+        if not create and not await asyncio.to_thread(cls.exists, name):
+            return None
+        return await cls.get_or_create(
+            name, user_isolation=user_isolation, item_ttl_seconds=item_ttl_seconds
         )
-        return cls(store, lock)
 
     @property
     def name(self) -> str:

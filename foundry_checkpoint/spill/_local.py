@@ -46,7 +46,9 @@ class LocalSpill(AsyncClosing):
     another writes into it is re-created by the writer. With ``fsync=True`` (the default) file
     data and the directory entry are flushed to disk before :meth:`put` returns, so a blob
     survives a crash of the machine once the item that references it has been written.
-    Blocking file I/O runs in worker threads, never on the calling event loop.
+    Blocking file I/O runs in worker threads, never on the calling event loop: that includes
+    resolving symbolic links to check a path, and creating folders on first use, so a loop
+    checked for blocking calls (``langgraph dev``'s blockbuster) never sees any.
 
     Files are created readable by their owner only (mode 0600, directories 0700). The store
     holds nothing open between calls; ``async with`` works as for every spill store.
@@ -101,10 +103,10 @@ class LocalSpill(AsyncClosing):
         return f"LocalSpill({str(self._root)!r}, fsync={self._fsync!r})"
 
     def _path(self, namespace: str, digest: str | None = None) -> Path:
+        """The path of a namespace or blob (names checked; no file touched: see
+        :meth:`_inside`, which the worker-thread functions call first)."""
         folder = self._root.joinpath(*check_namespace(namespace).split("/"))
-        path = folder if digest is None else folder / check_digest(digest)
-        self._inside(path)
-        return path
+        return folder if digest is None else folder / check_digest(digest)
 
     def _inside(self, path: Path) -> None:
         """Raise unless ``path``, with every symbolic link resolved, lies under the root.
@@ -148,6 +150,7 @@ class LocalSpill(AsyncClosing):
         return digest
 
     def _put_sync(self, path: Path, data: bytes) -> None:
+        self._inside(path)
         for _ in range(5):
             try:
                 os.utime(path)  # present: refresh mtime, do not rewrite
@@ -186,7 +189,7 @@ class LocalSpill(AsyncClosing):
         """Read and verify the blob."""
         path = self._path(namespace, digest)
         try:
-            data, actual = await asyncio.to_thread(_read_hashed, path)
+            data, actual = await asyncio.to_thread(self._read_hashed, path)
         except (FileNotFoundError, NotADirectoryError):
             raise missing_blob(namespace, digest, self.describe) from None
         if actual != digest:
@@ -200,6 +203,8 @@ class LocalSpill(AsyncClosing):
         return await asyncio.to_thread(self._delete_sync, folder, paths)
 
     def _delete_sync(self, folder: Path, paths: builtins.list[Path]) -> int:
+        for path in (folder, *paths):
+            self._inside(path)
         removed = 0
         for path in paths:
             try:
@@ -216,6 +221,7 @@ class LocalSpill(AsyncClosing):
         return await asyncio.to_thread(self._delete_namespace_sync, folder)
 
     def _delete_namespace_sync(self, folder: Path) -> int:
+        self._inside(folder)
         removed = 0
         for entry in _scan(folder):
             if not entry.is_file(follow_symlinks=False):
@@ -244,8 +250,8 @@ class LocalSpill(AsyncClosing):
         folder = self._path(namespace)
         return await asyncio.to_thread(self._list_sync, folder)
 
-    @staticmethod
-    def _list_sync(folder: Path) -> builtins.list[BlobInfo]:
+    def _list_sync(self, folder: Path) -> builtins.list[BlobInfo]:
+        self._inside(folder)
         infos: builtins.list[BlobInfo] = []
         for entry in _scan(folder):
             if not DIGEST_RE.fullmatch(entry.name):
@@ -274,11 +280,12 @@ class LocalSpill(AsyncClosing):
     async def aclose(self) -> None:
         """Nothing to release (no file stays open between calls); present for the protocol."""
 
-
-def _read_hashed(path: Path) -> tuple[bytes, str]:
-    """The file's bytes and their sha256: one worker-thread hop for the read and the check."""
-    data = path.read_bytes()
-    return data, hashlib.sha256(data).hexdigest()
+    def _read_hashed(self, path: Path) -> tuple[bytes, str]:
+        """The file's bytes and their sha256: one worker-thread hop for the check of the path,
+        the read and the hash."""
+        self._inside(path)
+        data = path.read_bytes()
+        return data, hashlib.sha256(data).hexdigest()
 
 
 def _scan(folder: Path) -> list[os.DirEntry[str]]:
