@@ -231,6 +231,50 @@ class StateEngine(EngineDatabase):
             "deleted": True,
         }
 
+    def list_stores(
+        self,
+        *,
+        limit: int | None = None,
+        after: str | None = None,
+        before: str | None = None,
+        order: str = "desc",
+    ) -> dict[str, Any]:
+        """One page of store descriptors ordered by ``(created_at, id)``, in the envelope and
+        with the cursors of :meth:`list_keys` (``after``/``before`` take a store id; an unknown
+        one gives an empty page).
+
+        Example:
+            >>> e = StateEngine(clock=lambda: 5.0)
+            >>> for n in "abc":
+            ...     _ = e.create_store(n, user_isolation=True, item_ttl_seconds=-1)
+            >>> page = e.list_stores(limit=2, order="asc")
+            >>> len(page["data"]), page["has_more"], page["object"]
+            (2, True, 'list')
+        """
+        size = validate_limit(limit)
+        if order not in ("asc", "desc"):
+            raise bad_request(f"order must be 'asc' or 'desc', got {order!r}.", "order")
+        if after is not None and before is not None:
+            raise bad_request("after and before cannot be used together.", "after")
+        cursor = after if after is not None else before
+        direction = "DESC" if order == "desc" else "ASC"
+        less = (after is not None) == (order == "desc")  # as list_keys: before reads from the start
+        sql = "SELECT * FROM stores"
+        params: tuple[Any, ...] = ()
+        with self._transaction(write=False) as conn:
+            if cursor is not None:
+                at = conn.execute(
+                    "SELECT created_at, id FROM stores WHERE id = ?", (cursor,)
+                ).fetchone()
+                if at is None:
+                    return page([], has_more=False)
+                sql += f" WHERE (created_at, id) {'<' if less else '>'} (?, ?)"
+                params = (at["created_at"], at["id"])
+            sql += f" ORDER BY created_at {direction}, id {direction} LIMIT {size + 1}"
+            found = conn.execute(sql, params).fetchall()
+        data = [rows.store_dict(row) for row in found[:size]]
+        return page(data, has_more=len(found) > size)
+
     # ------------------------------------------------------------------- items
 
     def create_item(

@@ -27,6 +27,7 @@ from azure.ai.agentserver.core.storage import FoundryStorageBadRequestError
 
 from ._limits import (
     DEFAULT_PAGE,
+    MAX_DESCRIPTION,
     MAX_NAME,
     MAX_PAGE,
     MAX_TAG_KEY,
@@ -215,7 +216,7 @@ def validate_limit(limit: object) -> int:
 
 
 def validate_description(description: object) -> str | None:
-    """Check a store description: a string or None.
+    """Check a store description: a string of at most ``MAX_DESCRIPTION`` characters, or None.
 
     Args:
         description: The description given.
@@ -224,10 +225,15 @@ def validate_description(description: object) -> str | None:
         ``description``.
 
     Raises:
-        FoundryStorageBadRequestError: Neither a string nor None.
+        FoundryStorageBadRequestError: Neither a string nor None, or too long.
     """
     if description is not None and not isinstance(description, str):
         raise bad_request("description must be a string or null.", "description")
+    if description is not None and len(description) > MAX_DESCRIPTION:
+        raise bad_request(
+            f"description is {len(description)} characters; the limit is {MAX_DESCRIPTION}.",
+            "description",
+        )
     return description
 
 

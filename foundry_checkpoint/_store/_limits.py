@@ -22,6 +22,7 @@ __all__ = [
     "DEFAULT_PAGE",
     "DEFAULT_ROOT_DIRNAME",
     "HOSTING_ENV",
+    "MAX_DESCRIPTION",
     "MAX_NAME",
     "MAX_PAGE",
     "MAX_TAGS",
@@ -41,6 +42,8 @@ MAX_TAG_VALUE: Final = 256
 MAX_TAG_KEY: Final = 64
 #: Tags per item.
 MAX_TAGS: Final = 16
+#: A store's description: at most this many characters.
+MAX_DESCRIPTION: Final = 1024
 #: An item value: at most this many bytes of ``json.dumps(value)`` in UTF-8. The documented
 #: limit is "1 MB", which no public text pins to 10**6 or 2**20 bytes (one client enforces
 #: 2**20): the stricter reading holds here, so nothing that passes locally or against the

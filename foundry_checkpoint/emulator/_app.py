@@ -2,7 +2,8 @@
 
 Every request goes through the same steps, in this order:
 
-1. route the path (any prefix ending in ``/storage/``) and method to one of the nine call types;
+1. route the path (any prefix ending in ``/storage/``) and method to one of the ten call types
+   (the nine calls the SDK makes, and the public spec's list of stores);
 2. count it in :attr:`StorageApp.requests`;
 3. apply an injected fault, if one is armed (before anything else, so a faulted request has no
    effect on state);
@@ -15,6 +16,12 @@ Every request goes through the same steps, in this order:
    documented limits and semantics;
 7. map the engine's answer or its ``FoundryStorage*Error`` to a status code, the error envelope
    ``{"error": {"code", "message", "param"?}}`` and the ``ETag`` header.
+
+Beyond what the SDK's client exercises, the handlers follow the public spec: a PATCH naming an
+immutable field (:data:`IMMUTABLE_STORE_FIELDS`) is 400 naming it; creating an item answers its
+``ETag`` header as a put does; a delete that found nothing (item or store) omits ``id`` from its
+body; ``GET state_stores`` lists the stores by ``(created_at, id)`` in the ``list_keys`` envelope
+and with its paging (``limit``, ``after``, ``before``, ``order``).
 
 No ordinary 4xx carries ``Retry-After``: azure-core retries any response that has one.
 """
@@ -52,12 +59,14 @@ from ._faults import Fault, FaultPlan
 from ._identity import CallerRejected, CallTable, resolve_caller
 from ._platform import IDENTITY_PATH, ManagedIdentityEndpoint
 
-__all__ = ["StorageApp", "SUPPORTED_API_VERSIONS"]
+__all__ = ["IMMUTABLE_STORE_FIELDS", "StorageApp", "SUPPORTED_API_VERSIONS"]
 
 _LOGGER = logging.getLogger("foundry_checkpoint.emulator")
 _P = ParamSpec("_P")
 _T = TypeVar("_T")
 
+#: Store fields fixed at creation: a PATCH naming one is refused with 400 naming it.
+IMMUTABLE_STORE_FIELDS: Final = ("name", "user_isolation", "item_ttl_seconds")
 #: The ``api-version`` values the emulator accepts.
 SUPPORTED_API_VERSIONS: Final[frozenset[str]] = frozenset({"v1"})
 #: Large enough that an over-limit value reaches the engine and gets its 400 ``param: value``;
@@ -189,6 +198,25 @@ def _value_field(body: Mapping[str, Any]) -> dict[str, Any]:
     if not isinstance(value, dict):
         raise _HttpError(400, "invalid_request", "'value' must be a JSON object.", param="value")
     return value
+
+
+def _no_null_id(deleted: dict[str, Any]) -> dict[str, Any]:
+    """A delete's answer without ``id`` when it found nothing (the spec omits it, not null)."""
+    return {k: v for k, v in deleted.items() if not (k == "id" and v is None)}
+
+
+def _limit_param(raw: str | None) -> int | None:
+    """The ``limit`` query parameter of a listing: 1 to ``MAX_PAGE``, None when absent."""
+    if raw is None:
+        return None
+    if not re.fullmatch(r"[0-9]+", raw) or not 1 <= int(raw) <= MAX_PAGE:
+        raise _HttpError(
+            400,
+            "invalid_request",
+            f"'limit' must be an integer from 1 to {MAX_PAGE}.",
+            param="limit",
+        )
+    return int(raw)
 
 
 class StorageApp:
@@ -336,7 +364,7 @@ class StorageApp:
     def _call_type(method: str, match: re.Match[str]) -> str | None:
         store, items, key = match.group("store"), match.group("items"), match.group("key")
         if store is None:
-            return "create_store" if method == "POST" else None
+            return {"POST": "create_store", "GET": "list_stores"}.get(method)
         if items is None:
             return {"GET": "get_store", "PATCH": "update_store", "DELETE": "delete_store"}.get(
                 method
@@ -432,8 +460,18 @@ class StorageApp:
         if call == "create_store":
             body = await self._body(request)
             return web.json_response(await self._create_store(body), status=201)
+        if call == "list_stores":
+            return web.json_response(await self._list_stores(request))
         if call == "update_store":
             body = await self._body(request)
+            for field in IMMUTABLE_STORE_FIELDS:
+                if field in body:
+                    raise _HttpError(
+                        400,
+                        "invalid_request",
+                        f"'{field}' is fixed when the store is created and cannot be updated.",
+                        param=field,
+                    )
             description: str | Unset | None = UNSET
             tags: dict[str, str] | Unset | None = UNSET
             if "description" in body:
@@ -445,7 +483,9 @@ class StorageApp:
             )
             return web.json_response(updated)
         if call == "delete_store":
-            return web.json_response(await self._engine_call(engine.delete_store, name))
+            return web.json_response(
+                _no_null_id(await self._engine_call(engine.delete_store, name))
+            )
         if call == "create_item":
             body = await self._body(request)
             item_key = _string_field(body, "key", required=True)
@@ -453,7 +493,7 @@ class StorageApp:
             ref = await self._engine_call(
                 engine.create_item, name, item_key, _value_field(body), _tags_field(body), user=user
             )
-            return web.json_response(ref, status=201)
+            return web.json_response(ref, status=201, headers={"ETag": ref["etag"]})
         if call == "put_item":
             body = await self._body(request)
             ref, created = await self._engine_call(
@@ -477,7 +517,7 @@ class StorageApp:
             deleted = await self._engine_call(
                 engine.delete_item, name, key, user=user, if_match=if_match
             )
-            return web.json_response(deleted)
+            return web.json_response(_no_null_id(deleted))
         return web.json_response(await self._list_keys(name, request, user))
 
     async def _create_store(self, body: Mapping[str, Any]) -> dict[str, Any]:
@@ -512,6 +552,17 @@ class StorageApp:
             tags=_tags_field(body),
         )
 
+    async def _list_stores(self, request: web.Request) -> dict[str, Any]:
+        query = request.query
+        # order and the cursors are checked by the engine, as for list_keys
+        return await self._engine_call(
+            self._require_engine().list_stores,
+            limit=_limit_param(query.get("limit")),
+            after=query.get("after"),
+            before=query.get("before"),
+            order=query.get("order", "desc"),
+        )
+
     async def _list_keys(self, name: str, request: web.Request, user: str) -> dict[str, Any]:
         query = request.query
         tags: dict[str, str] = {}
@@ -526,17 +577,7 @@ class StorageApp:
                         param=param,
                     )
                 tags[tag_key] = value
-        limit: int | None = None
-        raw_limit = query.get("limit")
-        if raw_limit is not None:
-            if not re.fullmatch(r"[0-9]+", raw_limit) or not 1 <= int(raw_limit) <= MAX_PAGE:
-                raise _HttpError(
-                    400,
-                    "invalid_request",
-                    f"'limit' must be an integer from 1 to {MAX_PAGE}.",
-                    param="limit",
-                )
-            limit = int(raw_limit)
+        limit = _limit_param(query.get("limit"))
         # order, after/before and the tag filter are checked by the engine (one source of truth)
         order = query.get("order", "desc")
         after, before = query.get("after"), query.get("before")

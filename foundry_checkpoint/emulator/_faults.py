@@ -17,8 +17,10 @@ from foundry_checkpoint.errors import InvalidArgumentError
 
 __all__ = ["CALL_TYPES", "Fault", "FaultPlan"]
 
-#: The nine calls of the wire contract, by the names used for routing, counting and faults.
+#: The calls of the wire contract, by the names used for routing, counting and faults: the nine
+#: the SDK's client makes, and the public spec's list of stores.
 CALL_TYPES: Final[tuple[str, ...]] = (
+    "list_stores",
     "get_store",
     "create_store",
     "update_store",

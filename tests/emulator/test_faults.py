@@ -144,4 +144,4 @@ def test_retry_after_header_spelling() -> None:
     assert Fault(retry_after=2).retry_after_header() == "2"
     assert Fault(retry_after=0.25).retry_after_header() == "0.25"
     assert Fault().retry_after_header() is None
-    assert len(CALL_TYPES) == 9
+    assert len(CALL_TYPES) == 10 and "list_stores" in CALL_TYPES

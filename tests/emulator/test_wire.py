@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import json
+import os
 import ssl
 import uuid
 from collections.abc import AsyncIterator
@@ -11,9 +12,17 @@ from typing import Any
 
 import aiohttp
 import pytest
+from azure.ai.agentserver.core.storage import FoundryStateStore, FoundryStorageBadRequestError
+from langgraph.checkpoint.base import empty_checkpoint
 
+from foundry_checkpoint import CheckpointTooLargeError, FoundryCheckpointer
+from foundry_checkpoint._codec import INLINE_BUDGET, ITEM_LIMIT, encode
+from foundry_checkpoint._store._limits import MAX_VALUE_BYTES
 from foundry_checkpoint.emulator import FoundryEmulator
 from foundry_checkpoint.emulator._credential import token_for_user
+from tests.langgraph._util import cfg
+
+from ._harness import client_kwargs, hosted_env
 
 
 def b64(text: str) -> str:
@@ -93,7 +102,7 @@ async def test_store_crud_statuses_and_defaults(raw: Raw) -> None:
     status, deleted, _ = await raw.call("DELETE", path)
     assert status == 200 and deleted["deleted"] is True and deleted["id"] == store["id"]
     status, deleted, _ = await raw.call("DELETE", path)
-    assert status == 200 and deleted["deleted"] is True and deleted.get("id") is None
+    assert status == 200 and deleted == {"object": "state_store", "name": name, "deleted": True}
     status, body, headers = await raw.call("GET", path)
     assert status == 404 and _error(body)[0] == "not_found" and "Retry-After" not in headers
 
@@ -137,8 +146,9 @@ async def test_put_is_201_then_200_with_etag_headers(raw: Raw) -> None:
 async def test_create_item_201_and_409(raw: Raw) -> None:
     name = await raw.new_store()
     path = f"state_stores/{b64(name)}/items"
-    status, ref, _ = await raw.call("POST", path, body={"key": "k", "value": {}})
+    status, ref, headers = await raw.call("POST", path, body={"key": "k", "value": {}})
     assert status == 201 and ref["object"] == "state_store.item" and "value" not in ref
+    assert headers["ETag"] == ref["etag"]  # as a put answers it
     status, body, headers = await raw.call("POST", path, body={"key": "k", "value": {}})
     assert status == 409 and "Retry-After" not in headers
     status, body, _ = await raw.call("POST", path, body={"value": {}})
@@ -245,3 +255,194 @@ async def test_routes_prefixes_and_methods(raw: Raw, emu: FoundryEmulator) -> No
     await raw.call("GET", "elsewhere")
     await raw.call("GET", f"state_stores/{b64(name)}/items:keys", query="")
     assert emu.requests == {"list_keys": 1}
+
+
+async def test_a_no_op_item_delete_omits_id(raw: Raw) -> None:
+    name = await raw.new_store(user_isolation=True)
+    path = f"state_stores/{b64(name)}/items/{b64('never-written')}"
+    status, deleted, _ = await raw.call("DELETE", path)
+    assert status == 200
+    assert deleted == {"object": "state_store.item", "key": "never-written", "deleted": True}
+
+
+async def test_store_description_limit(raw: Raw) -> None:
+    status, body, _ = await raw.call(
+        "POST", "state_stores", body={"name": f"wire/{uuid.uuid4().hex}", "description": "d" * 1025}
+    )
+    assert status == 400 and _error(body)[1] == "description"
+    name = await raw.new_store(description="d" * 1024)  # at the limit
+    path = f"state_stores/{b64(name)}"
+    status, body, headers = await raw.call("PATCH", path, body={"description": "é" * 1025})
+    assert status == 400 and _error(body)[1] == "description" and "Retry-After" not in headers
+    status, store, _ = await raw.call("GET", path)
+    assert status == 200 and store["description"] == "d" * 1024  # unchanged
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [("user_isolation", False), ("item_ttl_seconds", 60), ("name", "renamed")],
+)
+async def test_patch_naming_an_immutable_field_is_400(raw: Raw, field: str, value: Any) -> None:
+    name = await raw.new_store(user_isolation=True, item_ttl_seconds=-1)
+    path = f"state_stores/{b64(name)}"
+    for body in ({field: value}, {"description": "d", field: value}):
+        status, answer, headers = await raw.call("PATCH", path, body=body)
+        assert status == 400 and _error(answer) == ("invalid_request", field)
+        assert "Retry-After" not in headers
+    status, store, _ = await raw.call("GET", path)
+    assert (store["name"], store["user_isolation"], store["item_ttl_seconds"]) == (name, True, -1)
+    assert "description" not in store  # the refused PATCH changed nothing
+
+
+async def test_list_stores_by_created_at_then_id() -> None:
+    """``GET state_stores``: every store, ordered by ``(created_at, id)`` (so stores created
+    within one second come back by id, not by creation order), in the list envelope, paged with
+    ``limit`` and ``after`` in either order."""
+    now = [1_000.0]
+    async with FoundryEmulator(seed=3, clock=lambda: now[0]) as emu:
+        context = ssl.create_default_context(cafile=emu.ca_file)
+        connector = aiohttp.TCPConnector(ssl=context)
+        async with aiohttp.ClientSession(connector=connector) as session:
+            raw = Raw(emu, session)
+            created: list[dict[str, Any]] = []
+            for second, count in ((1_000.0, 6), (1_001.0, 1), (1_002.0, 5)):
+                now[0] = second
+                for index in range(count):
+                    status, store, _ = await raw.call(
+                        "POST", "state_stores", body={"name": f"s{second:.0f}-{index}"}
+                    )
+                    assert status == 201
+                    created.append(store)
+            expected = sorted(created, key=lambda s: (s["created_at"], s["id"]))
+            assert [s["name"] for s in expected] != [s["name"] for s in created]  # ids decide
+
+            status, page, _ = await raw.call("GET", "state_stores")
+            assert status == 200 and page["object"] == "list"
+            assert page["data"] == expected[::-1]  # desc by default; the full descriptors
+            assert page["first_id"] == expected[-1]["id"] and page["last_id"] == expected[0]["id"]
+            assert page["has_more"] is False
+
+            for order, want in (("asc", expected), ("desc", expected[::-1])):
+                seen: list[str] = []
+                query = f"api-version=v1&order={order}&limit=5"
+                while True:
+                    status, page, _ = await raw.call("GET", "state_stores", query=query)
+                    assert status == 200 and len(page["data"]) <= 5
+                    seen.extend(s["id"] for s in page["data"])
+                    if not page["has_more"]:
+                        break
+                    query = f"api-version=v1&order={order}&limit=5&after={page['last_id']}"
+                assert seen == [s["id"] for s in want]
+
+            status, page, _ = await raw.call(
+                "GET", "state_stores", query="api-version=v1&after=nope"
+            )
+            assert status == 200 and page["data"] == [] and page["first_id"] is None
+            for bad, param in (("limit=0", "limit"), ("limit=101", "limit"), ("order=up", "order")):
+                status, body, _ = await raw.call(
+                    "GET", "state_stores", query=f"api-version=v1&{bad}"
+                )
+                assert status == 400 and _error(body)[1] == param
+            status, body, _ = await raw.call("GET", "state_stores", query="")
+            assert status == 400 and _error(body)[1] == "api-version"
+            status, body, _ = await raw.call("GET", "state_stores", auth=False)
+            assert status == 401
+            assert emu.requests["list_stores"] == 13  # every one routed and counted
+
+
+async def test_the_sdk_client_reads_the_spec_answers(
+    emu: FoundryEmulator, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The SDK's own client against the spec's answers: an ``ETag`` on create, ``id`` omitted
+    from a no-op delete (its model reads None), the description limit as a typed 400."""
+    hosted_env(monkeypatch)
+    name = f"wire/{uuid.uuid4().hex}"
+    store = await FoundryStateStore.get_or_create(
+        name, user_isolation=True, item_ttl_seconds=-1, description="d" * 1024,
+        **client_kwargs(emu),
+    )  # fmt: skip
+    try:
+        ref = await store.create_item("k", {"a": 1})
+        assert ref.etag.startswith('"') and ref.key == "k"
+        absent = await store.delete_item("absent")
+        assert absent.id is None and absent.deleted is True and absent.key == "absent"
+        deleted = await store.delete_item("k")
+        assert deleted.id == ref.id
+        with pytest.raises(FoundryStorageBadRequestError) as info:
+            await store.update(description="d" * 1025)
+        assert info.value.param == "description"
+        assert (await store.get()).description == "d" * 1024
+        assert (await store.update(description="shorter")).description == "shorter"
+    finally:
+        gone = await store.delete()
+        assert gone.id is not None
+        assert (await store.delete()).id is None  # a no-op store delete: id omitted
+        await store.aclose()
+    with pytest.raises(FoundryStorageBadRequestError) as info:
+        await FoundryStateStore.get_or_create(
+            f"wire/{uuid.uuid4().hex}", description="d" * 1025, **client_kwargs(emu)
+        )
+    assert info.value.param == "description"
+
+
+def test_our_hosted_client_with_no_op_deletes(
+    emu: FoundryEmulator, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Deleting what is not there (a second delete, a thread never written) goes through the
+    hosted client without an error, now that such deletes omit ``id``."""
+    hosted_env(monkeypatch)
+    kwargs = {
+        "store_prefix": f"w{uuid.uuid4().hex[:10]}",
+        "credential": emu.credential(user="alice"),
+        "endpoint": emu.endpoint,
+        "connection_verify": emu.ca_file,
+    }
+    with FoundryCheckpointer(**kwargs) as saver:
+        config = saver.put(cfg("t1"), empty_checkpoint(), {"source": "input", "step": -1}, {})
+        saver.put_writes(config, [("c", 1)], "task-1")
+        emu.reset_counts()
+        saver.delete_thread("t1")
+        assert emu.requests["delete_item"] >= 2
+        saver.delete_thread("t1")
+        saver.delete_thread("never-written")
+        assert saver.get_tuple(cfg("t1")) is None
+        assert list(saver.list(None)) == []
+
+
+async def test_the_item_limit_is_1_000_000_bytes_and_the_budget_fits_it(
+    emu: FoundryEmulator, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """ "1 MB" on its stricter reading: the emulator (and the embedded engine) refuse a value
+    of 1,000,001 bytes, and the largest value the codec writes inline is accepted."""
+    assert MAX_VALUE_BYTES == ITEM_LIMIT == INLINE_BUDGET == 1_000_000
+    hosted_env(monkeypatch)
+    store = await FoundryStateStore.get_or_create(
+        f"wire/{uuid.uuid4().hex}", user_isolation=True, item_ttl_seconds=-1, **client_kwargs(emu)
+    )
+    try:
+        key = "k" * 128
+        size = (INLINE_BUDGET // 4) * 3  # find the largest raw payload the budget takes inline
+        noise = os.urandom(size)
+        while True:
+            try:
+                value = await encode(
+                    noise[:size], key=key, tags=None, extra=None, spill=None, namespace=None,
+                    where="x", compress=False,
+                )  # fmt: skip
+                break
+            except CheckpointTooLargeError:
+                size -= 1
+        body = len(json.dumps({"key": key, "value": value}).encode("utf-8"))
+        assert body <= INLINE_BUDGET
+        assert body > INLINE_BUDGET - 8  # the very largest inline value
+        await store.create_item(key, value)
+        item = await store.get_item(key)
+        assert item is not None and item.value == value
+        over = {"d": "x" * (MAX_VALUE_BYTES - len(json.dumps({"d": ""})) + 1)}
+        assert len(json.dumps(over).encode("utf-8")) == 1_000_001
+        with pytest.raises(FoundryStorageBadRequestError) as info:
+            await store.set_item("over", over)
+        assert info.value.param == "value"
+    finally:
+        await store.delete()
+        await store.aclose()
