@@ -137,6 +137,15 @@ def emulator(
             help="resolve requests carrying x-agent-foundry-call-id CALL_ID to USER (repeatable)",
         ),
     ] = None,
+    trust_delegation: Annotated[
+        list[str] | None,
+        typer.Option(
+            metavar="CALLER",
+            help="honour x-ms-user-id from requests whose token names CALLER ('*': every "
+            "caller); ignored by default, as the service ignores it from untrusted callers "
+            "(repeatable)",
+        ),
+    ] = None,
     json_out: Annotated[
         bool,
         typer.Option("--json", help='print {"endpoint": ..., "ca_file": ...} as one JSON line'),
@@ -157,6 +166,8 @@ def emulator(
         argv += ["--data", str(data)]
     for pair in bind or []:
         argv += ["--bind", pair]
+    for caller in trust_delegation or []:
+        argv += ["--trust-delegation", caller]
     code = emulator_main(argv)
     if code:
         raise typer.Exit(code)

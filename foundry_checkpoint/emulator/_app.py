@@ -9,7 +9,8 @@ Every request goes through the same steps, in this order:
    effect on state);
 4. resolve the caller with :func:`~foundry_checkpoint.emulator._identity.resolve_caller`, the
    one identity rule (bearer token required; then the bound user of ``x-agent-foundry-call-id``,
-   else the delegated ``x-ms-user-id``, else the token's user);
+   else the delegated ``x-ms-user-id`` when the token's caller is trusted, else the token's
+   user);
 5. check ``api-version``;
 6. decode names and keys (base64url of UTF-8 without padding), parse and shape-check the JSON
    body, and call the engine (on its worker thread, off the event loop), which enforces the
