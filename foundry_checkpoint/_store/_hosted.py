@@ -266,7 +266,8 @@ class HostedClients:
 
     Args:
         endpoint: The project endpoint (None: the SDK reads ``FOUNDRY_PROJECT_ENDPOINT``).
-        user_id: The explicit end user, or None (the request context decides).
+        user_id: The delegated end user (sent as ``x-ms-user-id``; the options accept it in
+            hosted mode only with ``trusted_delegation=True``), or None.
         item_ttl_seconds: The stores' item TTL.
         credential: An async credential, or None for one ``DefaultAzureCredential``.
         client_kwargs: azure-core client options (``connection_verify``, ``retry_total``, ...).
