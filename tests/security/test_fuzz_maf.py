@@ -10,7 +10,7 @@ never imported, truncated streams and random mutations of valid pickles. For eve
 audit hook must see no import, ``exec``, ``compile``, ``os.*``, ``subprocess.*``, ``shutil.*``,
 file write or ``pickle.find_class``; the decoder must return a value or raise one of its
 typed refusals; no class may change; the traced memory peak stays bounded. The counts are
-printed (``-s``) and written to the terminal.
+printed past pytest's output capture, so every run shows them.
 """
 
 from __future__ import annotations
@@ -392,14 +392,15 @@ def _snapshot(classes: list[type]) -> dict[str, dict[str, int]]:
     return {c.__qualname__: {k: id(v) for k, v in vars(c).items()} for c in classes}
 
 
-def _report(request: pytest.FixtureRequest, line: str) -> None:
-    print(line)
-    reporter = request.config.pluginmanager.get_plugin("terminalreporter")
-    if reporter is not None:
-        reporter.write_line(line)
+def _report(capsys: pytest.CaptureFixture[str], line: str) -> None:
+    """Print ``line`` past pytest's capture, so the counts show in every run's output."""
+    with capsys.disabled():
+        print(f"\n{line}")
 
 
-def test_hostile_pickles_never_run_anything(tmp_path: Path, request: pytest.FixtureRequest) -> None:
+def test_hostile_pickles_never_run_anything(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     marker = tmp_path / "ran"
     generator = HostileGenerator(FUZZ_SEED, marker)
     classes = [*generator.classes, type(Message), FileCheckpointStorage]
@@ -443,7 +444,7 @@ def test_hostile_pickles_never_run_anything(tmp_path: Path, request: pytest.Fixt
     # every kind of outcome happens: the generator reaches values and each kind of refusal
     assert {"value", "Tampered", "Blocked", "Damaged"} <= set(outcomes), outcomes
     _report(
-        request,
+        capsys,
         f"MAF decoder fuzz: {FUZZ_CASES} cases (seed {FUZZ_SEED}) in {elapsed:.1f} s, "
         f"peak {peak / 2**20:.1f} MiB: {outcomes['value']} values, refusals "
         + ", ".join(f"{k} {v}" for k, v in sorted(outcomes.items()) if k != "value")
