@@ -4,10 +4,25 @@ LangGraph's default serializer imports and calls any ``module.name`` a msgpack e
 names (``allowed_msgpack_modules=True``), so whoever can write to the store can run code in
 every reader. :class:`StrictSerializer` is a ``JsonPlusSerializer`` with an explicit msgpack
 allow-list: LangGraph's own safe set (dates, ids, collections, LangChain messages, LangGraph
-types) plus what ``with_msgpack_allowlist`` adds, which is how ``StateGraph.compile`` adds the
-graph's state types (``checkpointer.with_allowlist``). Unlike LangGraph's strict mode, which
-logs and hands back the constructor's raw arguments, a value naming anything else is refused
-with :class:`UnsafeValueError` before any constructor is looked up.
+types) plus the extra ``(module, name)`` pairs it is given. The saver gives it, per call, the
+state types of the graph that is calling (what LangGraph's ``compile`` collects from the graph's
+schemas under ``LANGGRAPH_STRICT_MSGPACK=true``, whatever the setting: see
+``foundry_checkpoint._langgraph._graphs``) and what ``with_allowlist`` added.
+
+Reading: every extension is checked, nested ones first, before LangGraph looks any constructor
+up. Anything else is refused with :class:`UnsafeValueError` (where LangGraph's strict mode logs
+and hands back the constructor's raw arguments): a class outside the allow-list, a method other
+than ``datetime.fromisoformat``, an extension code LangGraph never writes, a numpy array while
+numpy is not loaded (decoding one would import it), nesting deeper than
+:data:`MAX_EXTENSION_DEPTH`, a malformed extension.
+
+Writing (the save-time rule): every value is encoded exactly as ``JsonPlusSerializer`` encodes
+it, through a ``default`` hook that checks each extension it makes against the same rule the
+reader applies. A value no reader with this allow-list could decode raises
+:class:`UnreadableValueError` naming the one-line fix, before anything is stored. The check is
+cached per class; an extension's payload is parsed again only the first time its class is met
+or when its bytes could hold a nested extension (one of msgpack's eight extension markers
+occurs in them).
 
 Example:
     >>> serde = StrictSerializer()
@@ -23,8 +38,10 @@ Example:
 
 from __future__ import annotations
 
+import sys
+import threading
 from collections.abc import Iterable
-from typing import Any, Final
+from typing import Any, Final, cast
 
 import ormsgpack
 from langgraph.checkpoint.serde._msgpack import SAFE_MSGPACK_METHODS, SAFE_MSGPACK_TYPES
@@ -34,14 +51,17 @@ from langgraph.checkpoint.serde.jsonplus import (
     EXT_CONSTRUCTOR_SINGLE_ARG,
     EXT_DELTA_SNAPSHOT,
     EXT_METHOD_SINGLE_ARG,
+    EXT_NUMPY_ARRAY,
     EXT_PYDANTIC_V1,
     EXT_PYDANTIC_V2,
     JsonPlusSerializer,
+    _msgpack_default,
+    _option,
 )
 
-from foundry_checkpoint.errors import CorruptPayloadError
+from foundry_checkpoint.errors import CorruptPayloadError, FoundryCheckpointError
 
-__all__ = ["StrictSerializer", "UnsafeValueError"]
+__all__ = ["MAX_EXTENSION_DEPTH", "StrictSerializer", "UnreadableValueError", "UnsafeValueError"]
 
 _CONSTRUCTORS: Final = frozenset(
     {
@@ -52,22 +72,57 @@ _CONSTRUCTORS: Final = frozenset(
         EXT_PYDANTIC_V2,
     }
 )
+_KNOWN: Final = _CONSTRUCTORS | {EXT_METHOD_SINGLE_ARG, EXT_DELTA_SNAPSHOT, EXT_NUMPY_ARRAY}
+
+MAX_EXTENSION_DEPTH: Final = 64
+"""Extensions nested deeper than this are refused (LangGraph's encoder nests one level per
+nested object: a dataclass in a list in a pydantic model is two)."""
+
+_MARKERS: Final = tuple(bytes([b]) for b in (0xC7, 0xC8, 0xC9, 0xD4, 0xD5, 0xD6, 0xD7, 0xD8))
+"""The first bytes of msgpack's extension formats (ext 8/16/32, fixext 1/2/4/8/16): bytes
+without any of them hold no extension."""
+
+_CLONES: Final = 64
+_CLASSES: Final = 4096
 
 
 class UnsafeValueError(CorruptPayloadError):
     """A stored value names a constructor outside the serializer's allow-list; nothing ran.
 
-    Either the store was written by something else (tampering), or the graph keeps a type of
-    its own in state that the allow-list lacks: add it with
-    ``FoundryCheckpointer().with_allowlist([("my_app.models", "MyState")])``, or compile with
-    ``LANGGRAPH_STRICT_MSGPACK=true`` so LangGraph adds the graph's state types.
+    Either the store was written by something else (tampering), or the value was written by a
+    graph whose types this reader does not know (another graph, or no graph at all: a direct
+    ``get_tuple``, the CLI). The graph's own state types are admitted while the graph calls the
+    saver; for anything else, add it with
+    ``FoundryCheckpointer().with_allowlist([("my_app.models", "MyState")])``.
+
+    Args:
+        message: what was refused and what to do.
+        names: the ``(module, name)`` the value names, when the refusal is about a class.
+    """
+
+    def __init__(self, message: str, *, names: tuple[str, str] | None = None) -> None:
+        super().__init__(message)
+        self.names = names
+
+
+class UnreadableValueError(FoundryCheckpointError, TypeError):
+    """A value to be stored could not be read back: its class is not in the allow-list.
+
+    Raised by ``put``/``put_writes`` (and their async forms) before anything is written, on the
+    run that would store it, so that no checkpoint is ever refused first at resume. The message
+    names the class and the fix: declare the type in the graph's state (or a node's input)
+    schema, or allow it with
+    ``FoundryCheckpointer().with_allowlist([("my_app.models", "Item")])``. A ``TypeError``, as
+    every "cannot serialize this" error of LangGraph's serializers is.
     """
 
 
 class StrictSerializer(JsonPlusSerializer):
-    """``JsonPlusSerializer`` with an explicit msgpack allow-list that raises on anything else.
+    """``JsonPlusSerializer`` with an explicit msgpack allow-list, on reads and on writes.
 
-    Writing is unchanged, so checkpoints stay readable by any LangGraph saver.
+    The bytes written are ``JsonPlusSerializer``'s, so checkpoints stay readable by any
+    LangGraph saver; a value that this allow-list could not read back raises
+    :class:`UnreadableValueError` instead of being written.
 
     Args:
         allowed: ``(module, name)`` pairs or classes admitted beyond LangGraph's safe set.
@@ -83,6 +138,12 @@ class StrictSerializer(JsonPlusSerializer):
 
     def __init__(self, allowed: Iterable[tuple[str, ...] | type] = ()) -> None:
         super().__init__(allowed_msgpack_modules=tuple(allowed))
+        self._reset()
+
+    def _reset(self) -> None:
+        self._written: dict[type, bool] = {}
+        self._clones: dict[frozenset[tuple[str, ...]], StrictSerializer] = {}
+        self._lock = threading.Lock()
 
     @property
     def allowed(self) -> frozenset[tuple[str, ...]]:
@@ -90,6 +151,98 @@ class StrictSerializer(JsonPlusSerializer):
         extra = self._allowed_msgpack_modules
         return frozenset(extra) if isinstance(extra, (set, frozenset)) else frozenset()
 
+    def with_msgpack_allowlist(
+        self, extra_allowlist: Iterable[tuple[str, ...] | type]
+    ) -> StrictSerializer:
+        """A copy that also admits ``extra_allowlist`` (``self`` when it adds nothing).
+
+        Args:
+            extra_allowlist: ``(module, name)`` pairs or classes.
+
+        Returns:
+            The serializer to use.
+        """
+        clone = cast(StrictSerializer, super().with_msgpack_allowlist(extra_allowlist))
+        if clone is not self:
+            clone._reset()
+        return clone
+
+    def widened(self, extra: frozenset[tuple[str, ...]]) -> StrictSerializer:
+        """:meth:`with_msgpack_allowlist` for one call, cached per ``extra`` (a few dozen).
+
+        Args:
+            extra: the pairs to admit as well.
+
+        Returns:
+            The serializer to use (``self`` when ``extra`` adds nothing).
+
+        Example:
+            >>> serde = StrictSerializer()
+            >>> wide = serde.widened(frozenset({("my_app.models", "Item")}))
+            >>> wide is serde.widened(frozenset({("my_app.models", "Item")})), serde.allowed
+            (True, frozenset())
+        """
+        if not extra or extra <= self.allowed:
+            return self
+        clone = self._clones.get(extra)
+        if clone is None:
+            clone = self.with_msgpack_allowlist(extra)
+            with self._lock:
+                if len(self._clones) >= _CLONES:
+                    self._clones.clear()
+                self._clones[extra] = clone
+        return clone
+
+    # -- writing --------------------------------------------------------------------------------
+    def dumps_typed(self, obj: Any) -> tuple[str, bytes]:
+        """Encode like ``JsonPlusSerializer.dumps_typed``, refusing what could not be read back.
+
+        Args:
+            obj: the value.
+
+        Returns:
+            The ``(type, bytes)`` pair.
+
+        Raises:
+            UnreadableValueError: a class in ``obj`` is outside the allow-list; nothing was
+                returned, so nothing is stored.
+        """
+        if obj is None or isinstance(obj, (bytes, bytearray)):
+            return super().dumps_typed(obj)
+        refused: list[UnreadableValueError] = []  # ormsgpack replaces a hook's error by its own
+
+        def default(value: Any) -> Any:
+            ext = _msgpack_default(value)
+            if isinstance(ext, ormsgpack.Ext):
+                try:
+                    self._check_written(type(value), ext)
+                except UnreadableValueError as exc:
+                    refused.append(exc)
+                    raise
+            return ext
+
+        try:
+            return "msgpack", ormsgpack.packb(obj, default=default, option=_option)
+        except TypeError:
+            if refused:
+                raise refused[0] from None
+            raise
+
+    def _check_written(self, cls: type, ext: ormsgpack.Ext) -> None:
+        """Raise unless the reader with this allow-list accepts ``ext`` (made for a ``cls``)."""
+        # an Ext exposes neither its code nor its bytes: read them back from its encoding
+        code, data = ormsgpack.unpackb(ormsgpack.packb(ext), ext_hook=_parts)
+        if self._written.get(cls) and not any(marker in data for marker in _MARKERS):
+            return  # the class was admitted before and nothing is nested in this value
+        try:
+            self._check_one(code, data, [], 0)
+        except UnsafeValueError as exc:
+            raise UnreadableValueError(_unreadable(cls, exc)) from None
+        if len(self._written) >= _CLASSES:
+            self._written.clear()
+        self._written[cls] = True
+
+    # -- reading --------------------------------------------------------------------------------
     def loads_typed(self, data: tuple[str, bytes]) -> Any:
         """Decode like ``JsonPlusSerializer.loads_typed``, checking every msgpack extension first.
 
@@ -101,7 +254,7 @@ class StrictSerializer(JsonPlusSerializer):
 
         Raises:
             UnsafeValueError: (a ``CorruptPayloadError``) an extension names a type outside the
-                allow-list; nothing of it was constructed.
+                allow-list, or is one LangGraph never writes; nothing of it was constructed.
         """
         type_, raw = data
         if type_ != "msgpack":
@@ -109,7 +262,7 @@ class StrictSerializer(JsonPlusSerializer):
         refused: list[UnsafeValueError] = []  # ormsgpack replaces a hook's error by its own
 
         def guarded(code: int, data: bytes) -> Any:
-            self._check(code, data, refused)
+            self._check(code, data, refused, 0)
             return self._unpack_ext_hook(code, data)
 
         try:
@@ -119,23 +272,36 @@ class StrictSerializer(JsonPlusSerializer):
                 raise refused[0] from None
             raise
 
-    def _check(self, code: int, data: bytes, refused: list[UnsafeValueError]) -> None:
+    def _check(self, code: int, data: bytes, refused: list[UnsafeValueError], depth: int) -> None:
         """Raise unless ``data`` (and every extension nested in it) names only allowed types.
 
         The error is also put in ``refused``: ormsgpack replaces a hook's exception by its own.
         """
         try:
-            self._check_one(code, data, refused)
+            self._check_one(code, data, refused, depth)
         except UnsafeValueError as exc:
             refused.append(exc)
             raise
 
-    def _check_one(self, code: int, data: bytes, refused: list[UnsafeValueError]) -> None:
-        if not (code in _CONSTRUCTORS or code in (EXT_METHOD_SINGLE_ARG, EXT_DELTA_SNAPSHOT)):
-            return
+    def _check_one(
+        self, code: int, data: bytes, refused: list[UnsafeValueError], depth: int
+    ) -> None:
+        if code not in _KNOWN:
+            raise UnsafeValueError(
+                f"a stored value uses msgpack extension {code}, which LangGraph never writes"
+            )
+        if depth >= MAX_EXTENSION_DEPTH:
+            raise UnsafeValueError(
+                f"a stored value nests msgpack extensions more than {MAX_EXTENSION_DEPTH} deep"
+            )
+        if code == EXT_NUMPY_ARRAY and "numpy" not in sys.modules:
+            raise UnsafeValueError(
+                "a stored value is a numpy array, but numpy is not loaded in this process "
+                "(decoding would import it): import numpy before reading"
+            )
 
         def nested(code: int, data: bytes) -> None:
-            self._check(code, data, refused)
+            self._check(code, data, refused, depth + 1)
 
         try:
             inner = ormsgpack.unpackb(data, ext_hook=nested, option=ormsgpack.OPT_NON_STR_KEYS)
@@ -143,7 +309,7 @@ class StrictSerializer(JsonPlusSerializer):
             if refused:
                 raise refused[0] from None
             raise UnsafeValueError(f"a stored msgpack extension is malformed: {exc}") from exc
-        if code == EXT_DELTA_SNAPSHOT:
+        if code in (EXT_DELTA_SNAPSHOT, EXT_NUMPY_ARRAY):
             return
         if not (isinstance(inner, list) and len(inner) >= 3):
             raise UnsafeValueError("a stored msgpack extension is malformed")
@@ -155,7 +321,8 @@ class StrictSerializer(JsonPlusSerializer):
             if (module, name, method) in SAFE_MSGPACK_METHODS:
                 return
             raise UnsafeValueError(
-                f"a stored value calls {module}.{name}.{method}, which is not an allowed method"
+                f"a stored value calls {module}.{name}.{method!s:.100}, which is not an "
+                "allowed method"
             )
         extra = self._allowed_msgpack_modules
         if (module, name) in SAFE_MSGPACK_TYPES or extra is True:
@@ -163,8 +330,30 @@ class StrictSerializer(JsonPlusSerializer):
         if isinstance(extra, (set, frozenset)) and (module, name) in extra:
             return
         raise UnsafeValueError(
-            f"a stored value names {module}.{name}, which is not in the msgpack allow-list; "
-            "nothing was called. If it is a state type of your own graph, add it with "
-            "checkpointer.with_allowlist([(module, name)]); otherwise the store was written "
-            "by something else"
+            f"a stored value names {module:.200}.{name:.200}, which is not in the msgpack "
+            "allow-list; nothing was called. If it is a state type of your own graph, read it "
+            "through the graph (graph.get_state, invoke), or add it with "
+            f"checkpointer.with_allowlist([({module!r:.200}, {name!r:.200})]); otherwise the "
+            "store was written by something else",
+            names=(module, name),
         )
+
+
+def _parts(code: int, data: bytes) -> tuple[int, bytes]:
+    return code, data
+
+
+def _unreadable(cls: type, refused: UnsafeValueError) -> str:
+    """The message of an :class:`UnreadableValueError` for a ``cls`` the reader refuses."""
+    if refused.names is None:
+        return (
+            f"cannot store a {cls.__module__}.{cls.__qualname__}: {refused}; no process could "
+            "read it back, so nothing was written"
+        )
+    module, name = refused.names
+    return (
+        f"cannot store a {module}.{name}: it is not in the msgpack allow-list, so no process "
+        f"could read it back; nothing was written. Declare {name} in the graph's state (or a "
+        "node's input) schema, or allow it: "
+        f"FoundryCheckpointer().with_allowlist([({module!r}, {name!r})])"
+    )

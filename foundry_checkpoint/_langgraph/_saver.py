@@ -22,6 +22,8 @@ Design, in short (the reasons are in the docstrings below):
 from __future__ import annotations
 
 import random
+import sys
+import weakref
 from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -35,6 +37,7 @@ from langgraph.checkpoint.base import (
     DeltaChannelHistory,
 )
 from langgraph.checkpoint.serde.base import SerializerProtocol
+from langgraph.checkpoint.serde.encrypted import EncryptedSerializer
 
 from .._core import CheckpointCore, LocalBackend
 from .._options import StoreOptions
@@ -42,7 +45,8 @@ from .._serde import StrictSerializer
 from .._store._limits import DEFAULT_ITEM_TTL_SECONDS
 from . import _history, _list, _read, _write
 from ._admin import ThreadAdmin
-from ._context import Caches
+from ._context import Caches, Context
+from ._graphs import caller_types
 
 if TYPE_CHECKING:
     from azure.core.credentials_async import AsyncTokenCredential
@@ -146,9 +150,25 @@ class FoundryCheckpointer(ThreadAdmin, BaseCheckpointSaver[str]):
             scope_word="thread",
         )
         self._caches = Caches()  # shared with with_allowlist clones, like the core
+        self._graphs: weakref.WeakSet[Any] = weakref.WeakSet()  # that called it (and clones)
 
     def __repr__(self) -> str:
         return f"FoundryCheckpointer({self._core.describe()})"
+
+    def _call(self, config: RunnableConfig | None, *, read: bool = True) -> Context:
+        """The context of one face call: the serializer also admits the calling graph's types.
+
+        The caller is the frame above the face (for ``list``/``alist``, the one that iterates
+        them); see :mod:`._graphs`.
+        """
+        serde = self.serde
+        if isinstance(serde, StrictSerializer) or (
+            isinstance(serde, EncryptedSerializer) and isinstance(serde.serde, StrictSerializer)
+        ):
+            allowed = caller_types(sys._getframe(2), config, self._graphs, read=read)
+            if allowed:
+                serde = _widened(serde, allowed)
+        return Context(self._core, serde, self._caches)
 
     # -- sync faces -----------------------------------------------------------------------------
     def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
@@ -175,7 +195,7 @@ class FoundryCheckpointer(ThreadAdmin, BaseCheckpointSaver[str]):
             >>> latest.config == stored, latest.metadata["step"]
             (True, -1)
         """
-        return self._core.run(_read.get_tuple(self._ctx(), config))
+        return self._core.run(_read.get_tuple(self._call(config), config))
 
     def list(
         self,
@@ -212,9 +232,10 @@ class FoundryCheckpointer(ThreadAdmin, BaseCheckpointSaver[str]):
             ...     [t.metadata["step"] for t in saver.list(thread, limit=2)]
             [2, 1]
         """
-        plan = self._core.run(_list.plan(self._ctx(), config, filter, before, limit))
+        ctx = self._call(config)
+        plan = self._core.run(_list.plan(ctx, config, filter, before, limit))
         while not plan.done:
-            yield from self._core.run(_list.next_page(self._ctx(), plan))
+            yield from self._core.run(_list.next_page(ctx, plan))
 
     def put(
         self,
@@ -247,7 +268,9 @@ class FoundryCheckpointer(ThreadAdmin, BaseCheckpointSaver[str]):
             >>> stored["configurable"]["checkpoint_id"] == checkpoint["id"]
             True
         """
-        return self._core.run(_write.put(self._ctx(), config, checkpoint, metadata, new_versions))
+        return self._core.run(
+            _write.put(self._call(config, read=False), config, checkpoint, metadata, new_versions)
+        )
 
     def put_writes(
         self,
@@ -283,7 +306,9 @@ class FoundryCheckpointer(ThreadAdmin, BaseCheckpointSaver[str]):
             ...     saver.get_tuple(config).pending_writes
             [('task-1', 'messages', 'hi')]
         """
-        self._core.run(_write.put_writes(self._ctx(), config, writes, task_id, task_path))
+        self._core.run(
+            _write.put_writes(self._call(config, read=False), config, writes, task_id, task_path)
+        )
 
     def get_delta_channel_history(
         self, *, config: RunnableConfig, channels: Sequence[str]
@@ -317,7 +342,7 @@ class FoundryCheckpointer(ThreadAdmin, BaseCheckpointSaver[str]):
             ...     saver.get_delta_channel_history(config=second, channels=["log"])
             {'log': {'writes': [('task-1', 'log', 'a')]}}
         """
-        return self._core.run(_history.delta_history(self._ctx(), config, channels))
+        return self._core.run(_history.delta_history(self._call(config), config, channels))
 
     def get_next_version(self, current: str | None, channel: None) -> str:
         """``f"{n:032}.{random():016}"`` with ``n`` one more than the current version's.
@@ -344,7 +369,7 @@ class FoundryCheckpointer(ThreadAdmin, BaseCheckpointSaver[str]):
     # -- async faces ----------------------------------------------------------------------------
     async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
         """Async form of :meth:`get_tuple`."""
-        return await self._core.arun(_read.get_tuple(self._ctx(), config))
+        return await self._core.arun(_read.get_tuple(self._call(config), config))
 
     async def alist(
         self,
@@ -355,9 +380,10 @@ class FoundryCheckpointer(ThreadAdmin, BaseCheckpointSaver[str]):
         limit: int | None = None,
     ) -> AsyncIterator[CheckpointTuple]:
         """Async form of :meth:`list`."""
-        plan = await self._core.arun(_list.plan(self._ctx(), config, filter, before, limit))
+        ctx = self._call(config)
+        plan = await self._core.arun(_list.plan(ctx, config, filter, before, limit))
         while not plan.done:
-            for item in await self._core.arun(_list.next_page(self._ctx(), plan)):
+            for item in await self._core.arun(_list.next_page(ctx, plan)):
                 yield item
 
     async def aput(
@@ -369,7 +395,7 @@ class FoundryCheckpointer(ThreadAdmin, BaseCheckpointSaver[str]):
     ) -> RunnableConfig:
         """Async form of :meth:`put`."""
         return await self._core.arun(
-            _write.put(self._ctx(), config, checkpoint, metadata, new_versions)
+            _write.put(self._call(config, read=False), config, checkpoint, metadata, new_versions)
         )
 
     async def aput_writes(
@@ -380,10 +406,22 @@ class FoundryCheckpointer(ThreadAdmin, BaseCheckpointSaver[str]):
         task_path: str = "",
     ) -> None:
         """Async form of :meth:`put_writes`."""
-        await self._core.arun(_write.put_writes(self._ctx(), config, writes, task_id, task_path))
+        await self._core.arun(
+            _write.put_writes(self._call(config, read=False), config, writes, task_id, task_path)
+        )
 
     async def aget_delta_channel_history(
         self, *, config: RunnableConfig, channels: Sequence[str]
     ) -> Mapping[str, DeltaChannelHistory]:
         """Async form of :meth:`get_delta_channel_history`."""
-        return await self._core.arun(_history.delta_history(self._ctx(), config, channels))
+        return await self._core.arun(_history.delta_history(self._call(config), config, channels))
+
+
+def _widened(serde: SerializerProtocol, allowed: frozenset[tuple[str, ...]]) -> SerializerProtocol:
+    """``serde`` (a ``StrictSerializer``, bare or encrypted) admitting ``allowed`` as well."""
+    if isinstance(serde, StrictSerializer):
+        return serde.widened(allowed)
+    if isinstance(serde, EncryptedSerializer) and isinstance(serde.serde, StrictSerializer):
+        inner = serde.serde.widened(allowed)
+        return serde if inner is serde.serde else EncryptedSerializer(serde.cipher, inner)
+    return serde

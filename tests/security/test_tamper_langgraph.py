@@ -21,6 +21,7 @@ from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 from typer.testing import CliRunner
 
 from foundry_checkpoint import CorruptPayloadError, FoundryCheckpointer, StrictSerializer
+from foundry_checkpoint._serde import UnreadableValueError
 from tests.cli.conftest import Cli, build
 from tests.langgraph._util import cfg
 
@@ -123,18 +124,22 @@ class Point:
     y: int
 
 
-def test_an_own_state_type_needs_the_allow_list(store_env: Any) -> None:
+def test_a_type_no_graph_declares_needs_the_allow_list(store_env: Any) -> None:
     key = (Point.__module__, Point.__qualname__)
+    checkpoint = empty_checkpoint()
+    checkpoint["channel_values"] = {"p": Point(1, 2)}
+    checkpoint["channel_versions"] = {"p": 1}
     with FoundryCheckpointer(**store_env.kwargs()) as saver:
-        checkpoint = empty_checkpoint()
-        checkpoint["channel_values"] = {"p": Point(1, 2)}
-        checkpoint["channel_versions"] = {"p": 1}
-        saver.put(cfg("t1"), checkpoint, {"source": "loop", "step": 1}, {"p": 1})
-        with pytest.raises(CorruptPayloadError, match="Point"):
-            saver.get_tuple(cfg("t1"))
+        # no graph calls: nothing but the allow-list is admitted, so the save fails, naming it
+        with pytest.raises(UnreadableValueError, match=r"with_allowlist\(\[\('tests\."):
+            saver.put(cfg("t1"), checkpoint, {"source": "loop", "step": 1}, {"p": 1})
+        assert saver.get_tuple(cfg("t1")) is None  # nothing was written
         allowed = saver.with_allowlist({key})
+        allowed.put(cfg("t1"), checkpoint, {"source": "loop", "step": 1}, {"p": 1})
         got = allowed.get_tuple(cfg("t1"))
         assert got is not None and got.checkpoint["channel_values"]["p"] == Point(1, 2)
+        with pytest.raises(CorruptPayloadError, match="Point"):
+            saver.get_tuple(cfg("t1"))  # the saver without the entry still refuses it
 
 
 _ATTACKER = """
