@@ -243,7 +243,9 @@ class _Decoder:
                 raise Damaged(f"the pickle is malformed: {exc}") from exc
             if op.name == "STOP":
                 if self.marks or len(self.stack) != 1:
-                    raise Tampered("the pickle stops with a mark or several values on its stack")
+                    raise Tampered(
+                        "the pickle stops with a mark, or other than one value, on its stack"
+                    )
                 stop_at = (pos or 0) + 1
                 if stop_at != end:
                     raise Tampered("the pickle carries bytes after its STOP opcode")
@@ -400,6 +402,11 @@ class _Decoder:
         if not isinstance(args, tuple) or not isinstance(kwargs, dict):
             raise Tampered(f"the pickle's {what} arguments are not a tuple and a dict")
         args, kwargs = tuple(self.values(args)), dict(kwargs)
+        if ref.kind != "trusted" and _static(cls, "__del__") is not _MISSING:
+            raise Blocked(  # a finalizer would run on the stored state when the value is freed
+                "it defines __del__, so it is built only when named in allowed_checkpoint_types",
+                ref.key,
+            )
         new = _static(cls, "__new__")
         if isinstance(new, staticmethod):
             new = new.__func__
@@ -508,6 +515,14 @@ def _enum_member(cls: enum.EnumMeta, value: Any, key: str) -> Any:
         found = next(
             (m for m in members if type(m._value_) is type(value) and m._value_ == value), _MISSING
         )
+    if (
+        found is _MISSING
+        and issubclass(cls, enum.Flag)
+        and type(value) is int
+        and _static(cls, "_missing_") is vars(enum.Flag)["_missing_"]
+        and _static(type(cls), "__call__") is vars(enum.EnumMeta)["__call__"]
+    ):  # a combination of flags: the enum module's own code makes the pseudo-member
+        found = cls(value)
     if found is _MISSING:
         raise Damaged(f"enum '{key}' has no member of value {value!r}", key)
     return found
@@ -518,7 +533,7 @@ def _check_names(cls: type, names: Iterable[Any], *, slots_ok: bool) -> None:
     """Refuse state that would replace something the class implements (methods, properties,
     ``__class__``, ``__dict__``...): state names plain data attributes only."""
     for name in names:
-        if not isinstance(name, str):
+        if type(name) is not str:
             raise Tampered(f"state of '{_key_of(cls)}' holds a non-string attribute name")
         found = _static(cls, name)
         if found is _MISSING or isinstance(found, functools.cached_property):
@@ -542,6 +557,8 @@ def _default_build(obj: Any, state: Any) -> None:
             raise Tampered(f"state of '{_key_of(cls)}' is not a dict")
         _check_names(cls, state, slots_ok=False)
         if state:
+            if not isinstance(_static(cls, "__dict__"), types.GetSetDescriptorType):
+                raise Tampered(f"state of '{_key_of(cls)}' needs a __dict__ it does not have")
             inst_dict = object.__getattribute__(obj, "__dict__")
             for name, value in state.items():
                 inst_dict[sys.intern(name)] = value
@@ -553,8 +570,10 @@ def _default_build(obj: Any, state: Any) -> None:
             slot = _static(cls, name)
             if isinstance(slot, types.MemberDescriptorType):
                 slot.__set__(obj, value)
-            else:
+            elif isinstance(_static(cls, "__dict__"), types.GetSetDescriptorType):
                 object.__getattribute__(obj, "__dict__")[sys.intern(name)] = value
+            else:
+                raise Tampered(f"slot state of '{_key_of(cls)}' names {name!r}, which is no slot")
 
 
 def _pydantic_setstate(obj: Any, state: Any) -> None:
@@ -575,7 +594,7 @@ def _pydantic_setstate(obj: Any, state: Any) -> None:
         ):
             raise Tampered(f"state of model '{_key_of(cls)}' is not a pydantic model state")
     _check_names(cls, fields, slots_ok=False)
-    if not all(isinstance(name, str) for name in fields_set):
+    if not all(type(name) is str for name in fields_set):
         raise Tampered(f"state of model '{_key_of(cls)}' is not a pydantic model state")
     object.__setattr__(obj, "__pydantic_fields_set__", fields_set)
     object.__setattr__(obj, "__pydantic_extra__", extra)
@@ -619,6 +638,26 @@ def _framework_setstate(obj: Any, state: Any) -> None:
     obj.__setstate__(state)
 
 
+def _content_setstate(obj: Any, state: Any) -> None:
+    """agent_framework's ``Content.__setstate__``, which reads ``type``, ``hosted``,
+    ``server_name`` and ``additional_properties.get``: called only when those hold the plain
+    values its ``__getstate__`` writes (so nothing of the stored data is called)."""
+    merged: Any = state
+    if isinstance(state, tuple) and len(state) == 2 and all(isinstance(p, dict) for p in state):
+        merged = {**state[0], **state[1]}
+    if not isinstance(merged, dict):
+        raise Tampered(f"state of '{_key_of(type(obj))}' is not a dict")
+    plain = (
+        type(merged.get("type")) is str
+        and type(merged.get("additional_properties", {})) is dict
+        and type(merged.get("server_name")) in (str, type(None))
+        and type(merged.get("hosted")) in (bool, type(None))
+    )
+    if not plain:
+        raise Tampered(f"state of '{_key_of(type(obj))}' is not the content state MAF writes")
+    _framework_setstate(obj, state)
+
+
 @functools.lru_cache(maxsize=1)
 def _known_setstate_base() -> dict[int, tuple[Any, Callable[[Any, Any], None]]]:
     import dataclasses
@@ -639,7 +678,7 @@ def _known_setstate() -> dict[int, tuple[Any, Callable[[Any, Any], None]]]:
     for module, owner, handler in (
         ("pydantic.main", "BaseModel", _pydantic_setstate),
         ("agent_framework._serialization", "SerializationMixin", _framework_setstate),
-        ("agent_framework._types", "Content", _framework_setstate),
+        ("agent_framework._types", "Content", _content_setstate),
     ):
         loaded = sys.modules.get(module)
         cls = None if loaded is None else vars(loaded).get(owner)
@@ -683,7 +722,7 @@ def _proto(d: _Decoder, arg: Any, pos: int) -> None:
 
 def _frame(d: _Decoder, arg: Any, pos: int) -> None:
     start = pos + 9
-    if start < d.frame_end:
+    if pos < d.frame_end:
         raise Tampered("the pickle starts a frame inside another")
     if arg > len(d.data) - start:
         raise Damaged("a frame of the pickle runs past its end")
@@ -698,8 +737,10 @@ def _mark(d: _Decoder, arg: Any, pos: int) -> None:
 def _pop(d: _Decoder, arg: Any, pos: int) -> None:
     if d.stack:
         d.stack.pop()
-    else:
+    elif d.marks:
         d.pop_mark()
+    else:
+        raise Tampered("the pickle pops past the bottom of its stack")
 
 
 def _pop_mark(d: _Decoder, arg: Any, pos: int) -> None:
