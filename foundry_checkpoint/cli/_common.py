@@ -7,6 +7,7 @@ import contextlib
 import enum
 import logging
 import ssl
+import sys
 import traceback
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -142,13 +143,43 @@ _verbose = False
 MAX_ERROR_CHARS = 300
 
 
+class SafeLogLines(logging.Handler):
+    """Log lines on stderr as the CLI prints its own: every line escaped (a stored id in a
+    message, or a traceback quoting a stored value, never drives the terminal) and with DSN
+    passwords masked. The CLI installs it on the root logger when nothing else handles logging,
+    so warnings of this package (a checkpoint refused as tampered names it) and ``--verbose``'s
+    library lines and their tracebacks go through it instead of Python's bare last resort.
+
+    Example:
+        >>> record = logging.LogRecord(
+        ...     "x", logging.WARNING, "f", 1, "id %s", ("t\x1b]0;owned\x07",), None)
+        >>> SafeLogLines().format(record)
+        'WARNING x: id t\\\\x1b]0;owned\\\\x07'
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s"))
+
+    def format(self, record: logging.LogRecord) -> str:
+        text = super().format(record)
+        return "\n".join(visible(mask_secrets(line)) for line in text.splitlines())
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            sys.stderr.write(self.format(record) + "\n")  # the stderr of now (tests swap it)
+        except Exception:  # a log line must never fail the command
+            self.handleError(record)
+
+
 def configure_output(verbose: bool) -> None:
-    """Keep stderr to the command's own lines unless ``--verbose``.
+    """Keep stderr to the command's own lines unless ``--verbose``; log lines escaped.
 
     The SDK logs expected 404/409 answers at WARNING and transport failures with their
     tracebacks at ERROR, and azure-identity logs every credential it tried: the command reports
     a real failure itself, on one line. ``--verbose`` leaves the libraries' logging as it is
-    and prints the traceback of a failure before its ``error:`` line.
+    and prints the traceback of a failure before its ``error:`` line. Whatever is logged goes
+    through :class:`SafeLogLines` unless the process configured logging itself.
 
     Example:
         >>> configure_output(verbose=False)
@@ -157,6 +188,9 @@ def configure_output(verbose: bool) -> None:
     """
     global _verbose
     _verbose = verbose
+    root = logging.getLogger()
+    if not root.handlers:
+        root.addHandler(SafeLogLines())
     level = logging.WARNING if verbose else logging.CRITICAL
     logging.getLogger("azure").setLevel(level)
     if not verbose:

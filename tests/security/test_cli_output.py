@@ -266,3 +266,30 @@ def test_autogen_show_title_never_drives_the_terminal(store_env: Any) -> None:
         flat = _flat(text)
         assert "\\x1b]8;;https://evil.example/" in flat
         assert MARKUP in flat
+
+
+def test_log_lines_are_escaped_and_masked() -> None:
+    """A warning naming a stored id (as a tampered checkpoint's does), and a logged traceback,
+    reach stderr escaped and masked, with or without --verbose, in a process of its own."""
+    code = (
+        "import logging, sys\n"
+        "from foundry_checkpoint.cli._common import configure_output\n"
+        "configure_output(verbose=sys.argv[1] == 'v')\n"
+        "log = logging.getLogger('foundry_checkpoint_maf')\n"
+        f"log.warning('tampered checkpoint %s refused', {THREAD!r})\n"
+        "try:\n"
+        "    raise OSError('postgresql://app:s3cret-pw@db/app sslpassword=k3y')\n"
+        "except OSError:\n"
+        f"    log.exception('copy failed %s', {LINK!r})\n"
+    )
+    for mode in ("v", "q"):
+        done = subprocess.run(
+            [sys.executable, "-c", code, mode], capture_output=True, text=True, cwd=ROOT,
+            env={**os.environ, "PYTHONPATH": str(ROOT)}, timeout=60, check=True,
+        )  # fmt: skip
+        err = done.stderr
+        assert "tampered checkpoint t\\x1b[2J\\x1b]0;owned\\x07 refused" in err
+        assert "Traceback (most recent call last)" in err and "OSError: postgresql://" in err
+        assert "\x1b" not in err and "\x07" not in err
+        assert "s3cret" not in err and "k3y" not in err
+        assert "\\x1b]8;;https://evil.example/" in err
