@@ -360,7 +360,9 @@ class AzureBlobSpill(AsyncClosing):
         """Download and verify the blob."""
         name = self._blob_name(check_namespace(namespace), check_digest(digest))
         try:
-            downloader = await self._client().download_blob(name)
+            # never inflated on the way: a blob stored with a Content-Encoding (this store sets
+            # none) would otherwise be decompressed without bound before it is verified
+            downloader = await self._client().download_blob(name, decompress=False)
             data = bytes(await downloader.readall())
         except ResourceNotFoundError as exc:
             raise missing_blob(namespace, digest, self.describe) from exc

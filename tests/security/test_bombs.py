@@ -16,6 +16,7 @@ import base64
 import hashlib
 import random
 import tracemalloc
+import uuid
 import zlib
 from collections.abc import Callable
 from typing import Any, TypeVar
@@ -201,3 +202,54 @@ def test_a_payload_over_the_limit_is_refused_when_written(
                    where="x")
         )  # fmt: skip
     assert asyncio.run(spill.list(namespace)) == []
+
+
+async def test_a_gzip_encoded_blob_is_never_inflated_on_download(azurite: Any) -> None:
+    """A blob planted in the container with ``Content-Encoding: gzip`` (this store sets none)
+    and named by the sha256 of what it inflates to: the download does not inflate it (azure's
+    client would, without bound, and the digest would then match), so it is refused as corrupt
+    with memory bounded by the stored bytes."""
+    from azure.storage.blob import ContentSettings
+    from azure.storage.blob.aio import BlobServiceClient
+
+    from foundry_checkpoint.spill import AzureBlobSpill
+
+    container = f"bombs{uuid.uuid4().hex[:12]}"
+    inflated = 512 << 20
+    digest = hashlib.sha256(bytes(inflated)).hexdigest()
+    packed = _gzip_zeros(512)
+    namespace = "p/" + "0" * 32
+    direct = BlobServiceClient.from_connection_string(azurite.connection_string, retry_total=0)
+    spill = AzureBlobSpill(
+        connection_string=azurite.connection_string, container=container, prefix="fc",
+        retry_total=0, create_container=True,
+    )  # fmt: skip
+    try:
+        blobs = direct.get_container_client(container)
+        await blobs.create_container()
+        await blobs.upload_blob(
+            f"fc/{namespace}/{digest}", packed,
+            content_settings=ContentSettings(content_encoding="gzip"),
+        )  # fmt: skip
+        tracemalloc.start()
+        try:
+            with pytest.raises(CorruptPayloadError, match="hashes to"):
+                await spill.get(namespace, digest)
+            peak = tracemalloc.get_traced_memory()[1]
+        finally:
+            tracemalloc.stop()
+        assert peak < 16 * len(packed) + (8 << 20), peak  # the stored bytes, never 512 MiB
+        reference = {"v": 1, "c": "raw", "s": digest, "n": inflated}
+        with pytest.raises(CorruptPayloadError):
+            await decode(reference, spill=spill, namespace=namespace, where="x")
+    finally:
+        await spill.aclose()
+        await direct.close()
+
+
+def _gzip_zeros(mib: int) -> bytes:
+    """A gzip stream of ``mib`` MiB of zeros, built without holding the zeros."""
+    packer = zlib.compressobj(9, zlib.DEFLATED, 31)  # wbits 31: the gzip container
+    chunk = bytes(1 << 20)
+    parts = [packer.compress(chunk) for _ in range(mib)]
+    return b"".join([*parts, packer.flush()])
