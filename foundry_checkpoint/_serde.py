@@ -10,7 +10,8 @@ schemas under ``LANGGRAPH_STRICT_MSGPACK=true``, whatever the setting: see
 ``foundry_checkpoint._langgraph._graphs``) and what ``with_allowlist`` added.
 
 Reading: every extension is checked, nested ones first, before LangGraph looks any constructor
-up. Anything else is refused with :class:`UnsafeValueError` (where LangGraph's strict mode logs
+up; the modules of LangGraph's safe set are imported once beforehand, so a decode imports
+nothing (the graph's own types are in modules already loaded). Anything else is refused with :class:`UnsafeValueError` (where LangGraph's strict mode logs
 and hands back the constructor's raw arguments): a class outside the allow-list, a method other
 than ``datetime.fromisoformat``, an extension code LangGraph never writes, a numpy array while
 numpy is not loaded (decoding one would import it), nesting deeper than
@@ -38,8 +39,11 @@ Example:
 
 from __future__ import annotations
 
+import contextlib
+import importlib
 import sys
 import threading
+import zoneinfo
 from collections.abc import Iterable
 from typing import Any, Final, cast
 
@@ -55,9 +59,13 @@ from langgraph.checkpoint.serde.jsonplus import (
     EXT_PYDANTIC_V1,
     EXT_PYDANTIC_V2,
     JsonPlusSerializer,
+    _create_msgpack_ext_hook,
     _msgpack_default,
     _option,
+    _reconstruction_fallback,
+    _send_from_args,
 )
+from langgraph.checkpoint.serde.types import _DeltaSnapshot
 
 from foundry_checkpoint.errors import CorruptPayloadError, FoundryCheckpointError
 
@@ -263,7 +271,9 @@ class StrictSerializer(JsonPlusSerializer):
 
         def guarded(code: int, data: bytes) -> Any:
             self._check(code, data, refused, 0)
-            return self._unpack_ext_hook(code, data)
+            if not _preloaded:
+                _preload()
+            return _build(code, data)
 
         try:
             return ormsgpack.unpackb(raw, ext_hook=guarded, option=ormsgpack.OPT_NON_STR_KEYS)
@@ -325,10 +335,19 @@ class StrictSerializer(JsonPlusSerializer):
                 "allowed method"
             )
         extra = self._allowed_msgpack_modules
+        if (module, name) == ("zoneinfo", "ZoneInfo"):
+            _check_zone(code, inner[2])
+            return
         if (module, name) in SAFE_MSGPACK_TYPES or extra is True:
             return
         if isinstance(extra, (set, frozenset)) and (module, name) in extra:
-            return
+            loaded = sys.modules.get(module)
+            if loaded is None or isinstance(getattr(loaded, name, None), type):
+                return  # not loaded: an explicit entry, imported when built
+            raise UnsafeValueError(
+                f"a stored value names {module}.{name}, which is allowed as a class but is "
+                f"a {type(getattr(loaded, name, None)).__name__} in this process"
+            )
         raise UnsafeValueError(
             f"a stored value names {module:.200}.{name:.200}, which is not in the msgpack "
             "allow-list; nothing was called. If it is a state type of your own graph, read it "
@@ -336,6 +355,88 @@ class StrictSerializer(JsonPlusSerializer):
             f"checkpointer.with_allowlist([({module!r:.200}, {name!r:.200})]); otherwise the "
             "store was written by something else",
             names=(module, name),
+        )
+
+
+def _build(code: int, data: bytes) -> Any:
+    """Build one checked extension the way ``JsonPlusSerializer`` does, with two differences:
+    a pydantic model is only ever built by validation (LangGraph falls back to the unvalidated
+    ``model_construct``; here the stored arguments come back, as for any other class that
+    fails to build), and nested extensions are built here too."""
+    if code == EXT_DELTA_SNAPSHOT:
+        return _DeltaSnapshot(
+            ormsgpack.unpackb(data, ext_hook=_build, option=ormsgpack.OPT_NON_STR_KEYS)
+        )
+    if code == EXT_NUMPY_ARRAY:
+        return _JSONPLUS_HOOK(code, data)
+    tup: Any = None
+    try:
+        tup = ormsgpack.unpackb(data, ext_hook=_build, option=ormsgpack.OPT_NON_STR_KEYS)
+        module, name, arg = tup[0], tup[1], tup[2]
+        loaded = sys.modules.get(module) or importlib.import_module(module)
+        target = getattr(loaded, name)
+        if code == EXT_METHOD_SINGLE_ARG:
+            return getattr(target, tup[3])(arg)
+        if code == EXT_CONSTRUCTOR_SINGLE_ARG:
+            return target(arg)
+        if code == EXT_CONSTRUCTOR_POS_ARGS:
+            if (module, name) == ("langgraph.types", "Send"):
+                return _send_from_args(arg)
+            return target(*arg)
+        return target(**arg)  # keyword arguments, pydantic v1 and v2: validated
+    except Exception as exc:  # the class refused its stored arguments, as LangGraph allows
+        return _reconstruction_fallback(tup, exc)
+
+
+_JSONPLUS_HOOK: Final = _create_msgpack_ext_hook(None)
+_preloaded = False
+_PRELOAD: Final = threading.Lock()
+
+
+def _preload() -> None:
+    """Import the modules of LangGraph's safe set (once), so that decoding imports nothing.
+
+    LangGraph's decoder imports the module an admitted extension names; the graph's own
+    types live in modules already loaded, the safe set's are loaded here.
+    """
+    # in a thread of its own: decoding runs on event loops, where imports and directory scans
+    # are blocking calls (langgraph dev's blockbuster refuses them)
+    worker = threading.Thread(target=_load, name="foundry-checkpoint-preload", daemon=True)
+    worker.start()
+    worker.join()
+
+
+def _load() -> None:
+    global _preloaded, _zones
+    with _PRELOAD:
+        if _preloaded:
+            return
+        for module in sorted({key[0] for key in SAFE_MSGPACK_TYPES}):
+            with contextlib.suppress(ImportError):  # pathlib._local exists from Python 3.13
+                importlib.import_module(module)
+        _zones = frozenset(zoneinfo.available_timezones())  # may import tzdata: here only
+        _preloaded = True
+
+
+_zones: frozenset[str] = frozenset()
+
+
+def _check_zone(code: int, args: Any) -> None:
+    """Refuse a ``ZoneInfo`` whose key names no time zone of this machine: looking one up
+    makes ``zoneinfo`` import ``tzdata`` subpackages named by the key."""
+    if code == EXT_CONSTRUCTOR_SINGLE_ARG:
+        key = args
+    elif code == EXT_CONSTRUCTOR_POS_ARGS and isinstance(args, list) and len(args) == 1:
+        key = args[0]
+    elif isinstance(args, dict) and list(args) == ["key"]:
+        key = args["key"]
+    else:
+        key = None
+    if not _preloaded:
+        _preload()
+    if not (isinstance(key, str) and key in _zones):
+        raise UnsafeValueError(
+            f"a stored zoneinfo.ZoneInfo names {str(key)[:100]!r}, which is no time zone here"
         )
 
 
