@@ -13,7 +13,7 @@ NODE_STAMP := node_modules/.installed
 # browser download). Installed when missing; sudo unless already root.
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: demo test test-pre unit lint format docs bench install clean chromium dist
+.PHONY: demo test test-pre test-langgraph-suite unit lint format docs bench install clean chromium dist
 
 $(STAMP): pyproject.toml constraints.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -54,6 +54,13 @@ test-pre: $(NODE_STAMP) chromium
 	$(PRE_VENV)/bin/python -m pip install --quiet --pre --upgrade $(PRE_PACKAGES)
 	$(PRE_VENV)/bin/python -m pip list 2>/dev/null | grep -iE 'agentserver|agent-framework|langgraph'
 	$(PRE_VENV)/bin/python -m pytest -q
+
+# LangGraph's own test suite (the sdist of the installed langgraph, downloaded from the package
+# index) with FoundryCheckpointer as a checkpointer variant beside InMemorySaver: counts per
+# variant, non-zero exit when a test fails with ours and passes with InMemorySaver (about
+# 10 minutes; not part of `make test`). See tests/langgraph_suite/run.py.
+test-langgraph-suite: $(STAMP)
+	$(PY) tests/langgraph_suite/run.py
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check foundry_checkpoint foundry_checkpoint_maf foundry_checkpoint_autogen tests \

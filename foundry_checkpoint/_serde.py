@@ -41,6 +41,7 @@ from __future__ import annotations
 
 import contextlib
 import importlib
+import re
 import sys
 import threading
 import zoneinfo
@@ -86,9 +87,12 @@ MAX_EXTENSION_DEPTH: Final = 64
 """Extensions nested deeper than this are refused (LangGraph's encoder nests one level per
 nested object: a dataclass in a list in a pydantic model is two)."""
 
-_MARKERS: Final = tuple(bytes([b]) for b in (0xC7, 0xC8, 0xC9, 0xD4, 0xD5, 0xD6, 0xD7, 0xD8))
+_MARKERS: Final = re.compile(b"[\xc7-\xc9\xd4-\xd8]")
 """The first bytes of msgpack's extension formats (ext 8/16/32, fixext 1/2/4/8/16): bytes
 without any of them hold no extension."""
+
+_HEADER: Final = {0xD4: 2, 0xD5: 2, 0xD6: 2, 0xD7: 2, 0xD8: 2, 0xC7: 3, 0xC8: 4, 0xC9: 6}
+"""Where an extension's data starts, by its first byte (the code is the byte before)."""
 
 _CLONES: Final = 64
 _CLASSES: Final = 4096
@@ -238,10 +242,12 @@ class StrictSerializer(JsonPlusSerializer):
 
     def _check_written(self, cls: type, ext: ormsgpack.Ext) -> None:
         """Raise unless the reader with this allow-list accepts ``ext`` (made for a ``cls``)."""
-        # an Ext exposes neither its code nor its bytes: read them back from its encoding
-        code, data = ormsgpack.unpackb(ormsgpack.packb(ext), ext_hook=_parts)
-        if self._written.get(cls) and not any(marker in data for marker in _MARKERS):
+        # an Ext exposes neither its code nor its bytes: read them from its encoding
+        raw = ormsgpack.packb(ext)
+        start = _HEADER[raw[0]]
+        if self._written.get(cls) and _MARKERS.search(raw, start) is None:
             return  # the class was admitted before and nothing is nested in this value
+        code, data = int.from_bytes(raw[start - 1 : start], signed=True), raw[start:]
         try:
             self._check_one(code, data, [], 0)
         except UnsafeValueError as exc:
@@ -438,10 +444,6 @@ def _check_zone(code: int, args: Any) -> None:
         raise UnsafeValueError(
             f"a stored zoneinfo.ZoneInfo names {str(key)[:100]!r}, which is no time zone here"
         )
-
-
-def _parts(code: int, data: bytes) -> tuple[int, bytes]:
-    return code, data
 
 
 def _unreadable(cls: type, refused: UnsafeValueError) -> str:
