@@ -247,7 +247,7 @@ class StrictSerializer(JsonPlusSerializer):
         start = _HEADER[raw[0]]
         if self._written.get(cls) and _MARKERS.search(raw, start) is None:
             return  # the class was admitted before and nothing is nested in this value
-        code, data = int.from_bytes(raw[start - 1 : start], signed=True), raw[start:]
+        code, data = int.from_bytes(raw[start - 1 : start], "big", signed=True), raw[start:]
         try:
             self._check_one(code, data, [], 0)
         except UnsafeValueError as exc:
