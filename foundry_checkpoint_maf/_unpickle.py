@@ -2,8 +2,9 @@
 
 MAF stores every value JSON cannot hold as a pickle (``pickle.dumps(value, HIGHEST_PROTOCOL)``
 in a ``{"__pickled__": ..., "__type__": ...}`` envelope). :func:`loads` reads such a stream
-without ``pickle.Unpickler``: :func:`pickletools.genops` splits it into opcodes, and this module
-gives each opcode a meaning of its own. What it can produce:
+without ``pickle.Unpickler``: a small reader splits it into opcodes (``pickletools``' table of
+opcodes, and its readers for protocol 0's text arguments), and this module gives each opcode a
+meaning of its own. What it can produce:
 
 * primitives (``None``, ``bool``, ``int``, ``float``, ``str``, ``bytes``, ``bytearray``) and
   containers (``list``, ``tuple``, ``dict``, ``set``, ``frozenset``) built from them;
@@ -60,7 +61,9 @@ import decimal
 import enum
 import functools
 import importlib
+import io
 import pickletools
+import struct
 import sys
 import types
 import typing
@@ -232,38 +235,51 @@ class _Decoder:
 
     # -- the loop --------------------------------------------------------------------------
     def run(self) -> Any:
-        end = len(self.data)
-        ops = pickletools.genops(self.data)
+        data, end, handlers = self.data, len(self.data), self.handlers
+        i = 0
         while True:
-            try:
-                op, arg, pos = next(ops)
-            except StopIteration:
-                raise Damaged("the pickle ends before its STOP opcode") from None
-            except (ValueError, UnicodeDecodeError, OverflowError) as exc:
-                raise Damaged(f"the pickle is malformed: {exc}") from exc
-            if op.name == "STOP":
+            if i >= end:
+                raise Damaged("the pickle ends before its STOP opcode")
+            pos = i
+            code = data[i]
+            if code == 0x94:  # MEMOIZE (every other opcode of a protocol-4 stream) is read here
+                if not self.stack:
+                    raise Tampered("the pickle reads past the bottom of its stack")
+                self.memo[len(self.memo)] = self.stack[-1]
+                i += 1
+                continue
+            spec = _SPECS[code]
+            if spec is None:
+                raise Damaged(f"the pickle holds an unknown opcode {data[i]:#04x} at byte {pos}")
+            name, kind, size, op = spec
+            i += 1
+            if name == "STOP":
                 if self.marks or len(self.stack) != 1:
                     raise Tampered(
                         "the pickle stops with a mark, or other than one value, on its stack"
                     )
-                stop_at = (pos or 0) + 1
-                if stop_at != end:
+                if i != end:
                     raise Tampered("the pickle carries bytes after its STOP opcode")
                 return self.value(self.stack.pop())
-            handler = self.handlers.get(op.name)
+            handler = handlers.get(name)
             if handler is None:
-                raise Tampered(
-                    f"the pickle uses the {op.name} opcode, which checkpoints never hold"
-                )
+                raise Tampered(f"the pickle uses the {name} opcode, which checkpoints never hold")
+            if kind == _NONE:
+                arg = None
+            elif kind == _FIXED and size == 1 and i < end:
+                arg = data[i]
+                i += 1
+            else:
+                arg, i = _read_arg(data, i, end, kind, size, op)
             try:
-                handler(self, arg, pos or 0)
+                handler(self, arg, pos)
             except Refusal:
                 raise
             except RecursionError as exc:
                 raise Damaged("the pickle nests too deeply") from exc
             except Exception as exc:  # a value builder refused its arguments
                 raise Tampered(
-                    f"the pickle's {op.name} at byte {pos} fails: {type(exc).__name__}: {exc}"
+                    f"the pickle's {name} at byte {pos} fails: {type(exc).__name__}: {exc}"
                 ) from exc
 
     # -- stack helpers ---------------------------------------------------------------------
@@ -532,10 +548,15 @@ def _enum_member(cls: enum.EnumMeta, value: Any, key: str) -> Any:
 def _check_names(cls: type, names: Iterable[Any], *, slots_ok: bool) -> None:
     """Refuse state that would replace something the class implements (methods, properties,
     ``__class__``, ``__dict__``...): state names plain data attributes only."""
+    namespaces = [vars(base) for base in cls.__mro__]
     for name in names:
         if type(name) is not str:
             raise Tampered(f"state of '{_key_of(cls)}' holds a non-string attribute name")
-        found = _static(cls, name)
+        found: Any = _MISSING
+        for namespace in namespaces:
+            if name in namespace:
+                found = namespace[name]
+                break
         if found is _MISSING or isinstance(found, functools.cached_property):
             continue
         if slots_ok and isinstance(found, types.MemberDescriptorType):
@@ -688,6 +709,92 @@ def _known_setstate() -> dict[int, tuple[Any, Callable[[Any, Any], None]]]:
     return known
 
 
+# -- reading the stream ----------------------------------------------------------------------
+# How each opcode's argument is read: fixed-size integers and floats, length-prefixed strings and
+# bytes inline; the text-line arguments of protocol 0 through pickletools' own readers.
+_NONE, _FIXED, _LONG, _FLOAT, _TEXT, _BYTES, _LATIN1, _LINE = range(8)
+_FIXED_ARGS: Final = {
+    pickletools.uint1: (1, False),
+    pickletools.uint2: (2, False),
+    pickletools.int4: (4, True),
+    pickletools.uint4: (4, False),
+    pickletools.uint8: (8, False),
+}
+_LENGTH_ARGS: Final = {
+    pickletools.long1: (_LONG, 1),
+    pickletools.long4: (_LONG, 4),
+    pickletools.unicodestring1: (_TEXT, 1),
+    pickletools.unicodestring4: (_TEXT, 4),
+    pickletools.unicodestring8: (_TEXT, 8),
+    pickletools.bytes1: (_BYTES, 1),
+    pickletools.bytes4: (_BYTES, 4),
+    pickletools.bytes8: (_BYTES, 8),
+    pickletools.bytearray8: (_BYTES, 8),  # type: ignore[attr-defined]
+    pickletools.string1: (_LATIN1, 1),
+    pickletools.string4: (_LATIN1, 4),
+}
+
+
+def _spec(op: pickletools.OpcodeInfo) -> tuple[str, int, int, pickletools.OpcodeInfo]:
+    arg = op.arg
+    if arg is None:
+        return op.name, _NONE, 0, op
+    if arg in _FIXED_ARGS:
+        size, signed = _FIXED_ARGS[arg]
+        return op.name, _FIXED if not signed else -_FIXED - 1, size, op
+    if arg is pickletools.float8:
+        return op.name, _FLOAT, 8, op
+    if arg in _LENGTH_ARGS:
+        kind, size = _LENGTH_ARGS[arg]
+        return op.name, kind, size, op
+    return op.name, _LINE, 0, op
+
+
+_SPECS: Final[list[tuple[str, int, int, pickletools.OpcodeInfo] | None]] = [None] * 256
+for _op in pickletools.opcodes:
+    _SPECS[ord(_op.code.encode("latin-1"))] = _spec(_op)
+_FLOAT8: Final = struct.Struct(">d")
+
+
+def _read_arg(
+    data: bytes, i: int, end: int, kind: int, size: int, op: pickletools.OpcodeInfo
+) -> tuple[Any, int]:
+    """The argument of the opcode whose argument starts at ``i``, and where the next starts."""
+    if kind == _NONE:
+        return None, i
+    if i + size > end:
+        raise Damaged(f"the pickle ends inside the argument of {op.name}")
+    if kind == _FIXED:
+        return int.from_bytes(data[i : i + size], "little"), i + size
+    if kind == -_FIXED - 1:
+        return int.from_bytes(data[i : i + size], "little", signed=True), i + size
+    if kind == _FLOAT:
+        return _FLOAT8.unpack_from(data, i)[0], i + 8
+    if kind == _LINE:
+        stream = io.BytesIO(data)
+        stream.seek(i)
+        try:
+            arg = typing.cast(Any, op.arg).reader(stream)
+        except Exception as exc:
+            raise Damaged(f"the pickle's {op.name} argument is malformed: {exc}") from exc
+        return arg, stream.tell()
+    length = int.from_bytes(data[i : i + size], "little", signed=kind == _LATIN1 and size == 4)
+    start = i + size
+    if length < 0 or start + length > end:
+        raise Damaged(f"the pickle ends inside the argument of {op.name}")
+    chunk = data[start : start + length]
+    if kind == _TEXT:
+        try:
+            return chunk.decode("utf-8", "surrogatepass"), start + length
+        except UnicodeDecodeError as exc:
+            raise Damaged(f"the pickle's {op.name} is not UTF-8: {exc}") from exc
+    if kind == _LONG:
+        return int.from_bytes(chunk, "little", signed=True), start + length
+    if kind == _LATIN1:
+        return chunk.decode("latin-1"), start + length
+    return chunk, start + length
+
+
 # -- opcode handlers -----------------------------------------------------------------------
 Handler = Callable[[_Decoder, Any, int], None]
 
@@ -755,10 +862,6 @@ def _put(d: _Decoder, arg: Any, pos: int) -> None:
     if not isinstance(arg, int) or not 0 <= arg <= len(d.memo):
         raise Tampered(f"the pickle stores memo entry {arg} of {len(d.memo)}")
     d.memo[arg] = d.top()
-
-
-def _memoize(d: _Decoder, arg: Any, pos: int) -> None:
-    d.memo[len(d.memo)] = d.top()
 
 
 def _get(d: _Decoder, arg: Any, pos: int) -> None:
@@ -951,7 +1054,6 @@ _HANDLERS: Final[dict[str, Handler]] = {
     "PUT": _put,
     "BINPUT": _put,
     "LONG_BINPUT": _put,
-    "MEMOIZE": _memoize,
     "GET": _get,
     "BINGET": _get,
     "LONG_BINGET": _get,
