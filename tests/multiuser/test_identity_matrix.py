@@ -233,7 +233,9 @@ def test_langgraph_saver(world: World) -> None:
     owned = {u: {SHARED, f"own-{u}"} for u in (*USERS, OUTSIDE)}
 
     def threads(user: str) -> set[str]:
-        return {t.config["configurable"]["thread_id"] for t in saver.list(None)}
+        listed = {t.config["configurable"]["thread_id"] for t in saver.list(None)}
+        assert set(saver.list_threads()) == listed  # the index, read directly
+        return listed
 
     def latest(user: str) -> bytes:
         found = saver.get_tuple(_lg_config(SHARED))

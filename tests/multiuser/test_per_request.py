@@ -163,7 +163,10 @@ def test_one_checkpointer_many_users_known_only_by_call_id(
 ) -> None:
     """No ``x-agent-user-id``: the call id alone says whose request it is (hosted mode)."""
     if store_env.mode != "hosted":
-        pytest.skip("local mode partitions by user id; a call id alone names no user there")
+        pytest.skip(
+            "locally a call id alone names no user (docs/concepts/isolation.md): such requests "
+            "are all the local user's"
+        )
     _langgraph_users(store_env, request, "async", 6, with_user_id=False)
 
 

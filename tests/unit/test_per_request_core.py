@@ -160,3 +160,38 @@ def test_hosted_user_id_without_declared_delegation_is_refused(
         FoundryCheckpointer(trusted_delegation="yes", **hosted)  # type: ignore[arg-type]
     monkeypatch.delenv("FOUNDRY_HOSTING_ENVIRONMENT")
     FoundryCheckpointer(user_id="frontdoor").close()  # local mode: the partition name
+
+
+def test_local_partition_follows_the_context_user_then_user_id(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Any
+) -> None:
+    """The embedded store: a context user id wins over ``user_id=``; a call id alone does not."""
+    from langgraph.checkpoint.base import empty_checkpoint
+
+    monkeypatch.delenv("FOUNDRY_HOSTING_ENVIRONMENT", raising=False)
+    monkeypatch.setenv("AGENTSERVER_STATE_ROOT", str(tmp_path))
+    config: Any = {"configurable": {"thread_id": "t", "checkpoint_ns": ""}}
+
+    def write(saver: FoundryCheckpointer, who: str) -> None:
+        checkpoint = empty_checkpoint()
+        checkpoint["channel_values"] = {"who": who}
+        checkpoint["channel_versions"] = {"who": 1}
+        saver.put(config, checkpoint, {"source": "loop", "step": 0}, {"who": 1})
+
+    def who(saver: FoundryCheckpointer) -> str | None:
+        found = saver.get_tuple(config)
+        return None if found is None else str(found.checkpoint["channel_values"]["who"])
+
+    with FoundryCheckpointer(user_id="ann") as saver:
+        with request(call_id="c1", user_id="bob"):
+            write(saver, "bob")
+        with request(call_id="c2"):  # a call id alone: still ann's partition
+            write(saver, "ann")
+        assert who(saver) == "ann"
+        with request(user_id="bob"):
+            assert who(saver) == "bob"
+            assert [t for t in saver.list_threads()] == ["t"]
+        with request(user_id="cy"):
+            assert who(saver) is None and saver.list_threads() == []
+    with FoundryCheckpointer() as saver, request(call_id="c3"):
+        assert who(saver) is None  # the "local" user's partition: nobody wrote there
