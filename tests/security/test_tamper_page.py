@@ -39,7 +39,13 @@ def _get(client: urllib.request.OpenerDirector, url: str) -> tuple[int, str]:
 
 @pytest.mark.parametrize(
     ("langgraph", "maf"),
-    [("os_system", "type_adapter_tools"), ("eval", "os_system"), ("pickle", "type_adapter_types")],
+    [
+        ("os_system", "type_adapter_tools"),
+        ("eval", "os_system"),
+        ("pickle", "type_adapter_types"),
+        ("os_system", "metaclass"),
+        ("eval", "reconstructor"),
+    ],
 )
 async def test_every_page_refuses_a_planted_gadget(
     store_env: Any, tmp_path: Path, langgraph: str, maf: str
