@@ -392,6 +392,10 @@ def _checkpoint_from(
         raise CheckpointDecodeError(
             f"Checkpoint {checkpoint_id!r} cannot be decoded: {exc}"
         ) from exc
+    except Exception as exc:  # never expected: whatever it is, the reader sees a typed error
+        raise CheckpointDecodeError(
+            f"Checkpoint {checkpoint_id!r} cannot be decoded: {type(exc).__name__}: {exc}"
+        ) from exc
     if not isinstance(decoded, dict):
         raise CheckpointDecodeError(
             f"Checkpoint {checkpoint_id!r} is stored as {type(decoded).__name__}, not a checkpoint"

@@ -190,13 +190,6 @@ class _Ref:
         raise Tampered(self.why, self.key)
 
 
-class _Mark:
-    __slots__ = ()
-
-
-_MARK: Final = _Mark()
-
-
 def loads(data: bytes, allowed: frozenset[str]) -> Any:
     """The value a pickle stream builds, or a :class:`Refusal`; nothing named in it is run.
 
@@ -309,8 +302,6 @@ class _Decoder:
         """``item`` used as a value: a global is then a class, if it may be one at all."""
         if isinstance(item, _Ref):
             return self.class_value(item)
-        if item is _MARK:
-            raise Tampered("the pickle uses a mark as a value")
         return item
 
     def values(self, items: Iterable[Any]) -> list[Any]:
