@@ -84,6 +84,14 @@ def _root(
     user_id: Annotated[
         str | None, typer.Option("--user-id", help="the end user whose checkpoints to read")
     ] = None,
+    trusted_delegation: Annotated[
+        bool,
+        typer.Option(
+            "--trusted-delegation",
+            help="hosted mode: send --user-id as the delegated user (the service honours it "
+            "only for trusted callers)",
+        ),
+    ] = False,
     emulator_user: Annotated[
         str | None,
         typer.Option(
@@ -113,7 +121,14 @@ def _root(
     os.environ.setdefault("AZURE_AI_AGENTSERVER_DISABLE_EXPERIMENTAL_WARNING", "true")
     configure_output(verbose)
     ctx.obj = Options(
-        prefix, json_out, endpoint, ca_file, user_id, emulator_user, local_backend.value
+        prefix,
+        json_out,
+        endpoint,
+        ca_file,
+        user_id,
+        emulator_user,
+        local_backend.value,
+        trusted_delegation,
     )
 
 

@@ -108,6 +108,7 @@ class Options:
     user_id: str | None
     emulator_user: str | None
     local_backend: str
+    trusted_delegation: bool = False
 
     def store_kwargs(self, prefix: str) -> dict[str, Any]:
         """The keyword arguments of a checkpointer or storage for these options."""
@@ -116,6 +117,7 @@ class Options:
             kwargs["endpoint"] = self.endpoint
         if self.user_id:
             kwargs["user_id"] = self.user_id
+            kwargs["trusted_delegation"] = self.trusted_delegation
         if self.ca_file is not None:
             kwargs["connection_verify"] = str(self.ca_file)
         if self.emulator_user:

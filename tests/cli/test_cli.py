@@ -14,6 +14,7 @@ import time
 from pathlib import Path
 from typing import Any, TypedDict
 
+import pytest
 from azure.ai.agentserver.core.storage import FoundryStateStore
 from langgraph.checkpoint.sqlite import SqliteSaver
 from langgraph.graph import END, START, StateGraph
@@ -351,3 +352,19 @@ def test_gc_deletes_only_old_orphans(cli: Cli, store_env: Any) -> None:
     assert "deleted 1 orphaned blob(s) in 1 thread(s)" in human.stdout
     assert not orphan.exists() and recent.exists() and all(p.exists() for p in live)
     assert cli.json("show", "big")["values"]["n"] == 400_000
+
+
+def test_hosted_user_id_needs_trusted_delegation(
+    cli: Cli, seeded: dict[str, list[str]], request: pytest.FixtureRequest
+) -> None:
+    if cli.env.mode != "hosted":
+        pytest.skip("--user-id is the local partition in local mode, always honoured")
+    refused = cli("--user-id", "bob", "threads")
+    assert refused.exit_code == 1
+    assert "trusted_delegation" in _one_error_line(refused.stderr)
+
+    caller = request.getfixturevalue("trusted_caller")
+    delegated = cli("--json", "--user-id", "bob", "--trusted-delegation", "threads", user=caller)
+    assert delegated.exit_code == 0, delegated.stderr
+    assert json.loads(delegated.stdout)["threads"] == []  # bob's partition, not alice's
+    assert [t["thread_id"] for t in cli.json("threads")["threads"]] == ["t1", "t2"]
