@@ -347,12 +347,14 @@ class StrictSerializer(JsonPlusSerializer):
         if (module, name) in SAFE_MSGPACK_TYPES or extra is True:
             return
         if isinstance(extra, (set, frozenset)) and (module, name) in extra:
-            loaded = sys.modules.get(module)
-            if loaded is None or isinstance(getattr(loaded, name, None), type):
-                return  # not loaded: an explicit entry, imported when built
+            # not loaded: an explicit entry, imported when built; no such attribute (a class
+            # defined in a function): the stored arguments come back, as in LangGraph
+            target = getattr(sys.modules.get(module), name, None)
+            if target is None or isinstance(target, type):
+                return
             raise UnsafeValueError(
                 f"a stored value names {module}.{name}, which is allowed as a class but is "
-                f"a {type(getattr(loaded, name, None)).__name__} in this process"
+                f"a {type(target).__name__} in this process"
             )
         raise UnsafeValueError(
             f"a stored value names {module:.200}.{name:.200}, which is not in the msgpack "

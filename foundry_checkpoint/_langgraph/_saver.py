@@ -96,10 +96,13 @@ class FoundryCheckpointer(ThreadAdmin, BaseCheckpointSaver[str]):
         local_backend: ``"sqlite"`` (default, the embedded store) or ``"sdk"`` (the SDK's own
             local mode under an inter-process file lock).
         serde: the serializer. The default, :class:`~foundry_checkpoint.StrictSerializer`,
-            decodes only LangGraph's safe types plus the allow-list the compiled graph adds
-            through ``with_allowlist`` and refuses anything else with a
-            :class:`~foundry_checkpoint.errors.CorruptPayloadError`, so whoever can write to the
-            store cannot make a reader call arbitrary code. To encrypt, wrap it:
+            decodes only LangGraph's safe types, the state types of the graph that is calling
+            (what ``LANGGRAPH_STRICT_MSGPACK=true`` would collect from its schemas: see
+            ``_graphs``) and what ``with_allowlist`` adds; it refuses anything else with a
+            :class:`~foundry_checkpoint.errors.CorruptPayloadError` when reading, so whoever
+            can write to the store cannot make a reader call arbitrary code, and with an
+            ``UnreadableValueError`` (naming the fix) when saving, so that nothing is stored
+            that the next process could not read. To encrypt, wrap it:
             ``EncryptedSerializer(cipher, StrictSerializer())``. To restore LangGraph's
             permissive decoding (trusted stores only), pass
             ``JsonPlusSerializer(allowed_msgpack_modules=True)``.

@@ -11,7 +11,7 @@ plugin ``foundry_variant.py`` beside this file: every test that takes LangGraph'
 and Redis variants are off (``NO_DOCKER=true``).
 
 It prints passed/failed/skipped per variant from the JUnit report and exits non-zero when a
-test fails with ``foundry`` that passes with ``memory``.
+test fails with ``foundry`` that passes with ``memory`` (except the few of :data:`BY_DESIGN`).
 
 Environment: ``LG_SUITE_VARIANTS`` (default ``memory,foundry``), ``LG_SUITE_ARGS`` (extra
 pytest arguments, e.g. ``-k conditional``), ``LG_SUITE_KEEP=1`` keeps the directory.
@@ -44,6 +44,16 @@ TEST_ONLY = [
     "psycopg-pool",
     "langgraph-checkpoint-postgres",
 ]
+#: Tests that fail with ``foundry`` by design: the value ``interrupt(response_schema=...)``
+#: validates the resume into (a dataclass or pydantic instance declared nowhere in the graph)
+#: is returned into an ``Any`` channel, so saving it raises ``UnreadableValueError`` naming the
+#: ``with_allowlist`` fix; under ``LANGGRAPH_STRICT_MSGPACK=true`` LangGraph itself would hand a
+#: ``dict`` back at resume instead.
+BY_DESIGN = (
+    "tests.test_interruption::test_interrupt_response_schema[",
+    "tests.test_interruption::test_interrupt_response_schema_rejects_invalid_resume[",
+    "tests.test_interruption::test_interrupt_response_schema_invalid_resume_after_earlier_interrupt[",
+)
 _VARIANT = re.compile(r"\[(?:.*-)?(memory|foundry|sqlite|sqlite_aes|sqlite_aio)(?:-.*)?\]$")
 
 
@@ -114,9 +124,15 @@ def _summary(report: Path) -> int:
         for (bare, variant), result in outcome.items()
         if variant == "foundry" and result == "failed" and outcome.get((bare, "memory")) == "passed"
     )
-    for bare in lost:
+    expected = [bare for bare in lost if bare.startswith(BY_DESIGN)]
+    unexpected = [bare for bare in lost if not bare.startswith(BY_DESIGN)]
+    for bare in expected:
+        print(
+            f"fails with foundry by design (an undeclared type saved into an Any channel): {bare}"
+        )
+    for bare in unexpected:
         print(f"fails with foundry, passes with memory: {bare}")
-    return 1 if lost else 0
+    return 1 if unexpected else 0
 
 
 if __name__ == "__main__":
