@@ -37,8 +37,9 @@ tricks...) or :class:`Damaged` (not a pickle: truncated, malformed). Globals res
 modules that are already imported (a module named by an exact allow-list entry may be
 imported), through the modules' and classes' own ``__dict__`` (no ``getattr``, so no module
 ``__getattr__`` runs). The stack and the memo grow by at most one entry per opcode read, and a
-memo index may not exceed the number of entries stored so far, so memory stays proportional to
-the payload.
+memo index may not exceed the number of entries stored so far, and the value builders copy at
+most 16 units per stream byte in all (a value referenced many times through the memo is not
+copied once per reference), so memory stays proportional to the payload.
 
 Example:
     >>> import pickle
@@ -135,6 +136,10 @@ _FACTORIES: Final[frozenset[type]] = frozenset(
      collections.OrderedDict, collections.deque, collections.Counter}
 )  # fmt: skip
 _TZINFO_OK: Final = (type(None), datetime.tzinfo)
+# value builders copy at most this many units (bytes, or items at _ITEM each) per stream byte
+_COPY_FACTOR: Final = 16
+_COPY_ALLOWANCE: Final = 1 << 20
+_ITEM: Final = 8
 
 
 def _key_of(cls: type) -> str:
@@ -225,6 +230,9 @@ class _Decoder:
         self.classes: dict[int, _Ref] = {}  # classes handed out as values, with their globals
         self.known = _known_setstate()
         self.handlers = _HANDLERS
+        # what the value builders may copy in all (a stored value referenced many times through
+        # the memo must not be copied into a bytearray, a set... once per reference)
+        self.budget = _COPY_FACTOR * len(data) + _COPY_ALLOWANCE
 
     # -- the loop --------------------------------------------------------------------------
     def run(self) -> Any:
@@ -276,6 +284,12 @@ class _Decoder:
                 ) from exc
 
     # -- stack helpers ---------------------------------------------------------------------
+    def charge(self, size: int) -> None:
+        """Count ``size`` units copied by a value builder against the stream's budget."""
+        self.budget -= size
+        if self.budget < 0:
+            raise Tampered("the pickle copies more than a stream of its size can hold")
+
     def pop(self) -> Any:
         if not self.stack:
             raise Tampered("the pickle pops past the bottom of its stack")
@@ -1080,6 +1094,7 @@ def _b_set(kind: type) -> Builder:
         _arity(args, 0, 1, kind.__name__)
         items = d.values(args)
         _types_are(items, (list, tuple), kind.__name__)
+        d.charge(_ITEM * len(items[0]) if items else 0)
         made = kind(items[0]) if items else kind()
         if kind is set:
             d.push_new(made)
@@ -1098,6 +1113,7 @@ def _b_bytearray(d: _Decoder, args: tuple[Any, ...]) -> None:
     _arity(args, 0, 1, "bytearray")
     items = d.values(args)
     _types_are(items, (bytes,), "bytearray")
+    d.charge(len(items[0]) if items else 0)
     d.push_new(bytearray(items[0]) if items else bytearray())
 
 
@@ -1106,6 +1122,7 @@ def _b_codecs_encode(d: _Decoder, args: tuple[Any, ...]) -> None:
     text, encoding = d.values(args)
     if type(text) is not str or encoding not in ("latin1", "latin-1"):
         raise Tampered("the pickle calls _codecs.encode other than on text, as latin1")
+    d.charge(len(text))
     d.stack.append(text.encode("latin-1"))
 
 
@@ -1189,6 +1206,7 @@ def _b_decimal(d: _Decoder, args: tuple[Any, ...]) -> None:
     text = d.value(args[0])
     if type(text) is not str:
         raise Tampered("the pickle builds a Decimal from other than its text")
+    d.charge(len(text))
     d.stack.append(decimal.Decimal(text))
 
 
@@ -1212,6 +1230,7 @@ def _b_deque(d: _Decoder, args: tuple[Any, ...]) -> None:
         raise Tampered("the pickle builds a deque from other than a list")
     if len(parts) == 2 and not (parts[1] is None or (type(parts[1]) is int and parts[1] >= 0)):
         raise Tampered("the pickle builds a deque with a maxlen that is no size")
+    d.charge(_ITEM * len(parts[0]) if parts else 0)
     d.push_new(collections.deque(*parts))
 
 
@@ -1219,6 +1238,7 @@ def _b_counter(d: _Decoder, args: tuple[Any, ...]) -> None:
     _arity(args, 0, 1, "Counter")
     parts = d.values(args)
     _types_are(parts, (dict,), "Counter")
+    d.charge(_ITEM * len(parts[0]) if parts else 0)
     made: collections.Counter[Any] = collections.Counter()
     if parts:
         dict.update(made, parts[0])

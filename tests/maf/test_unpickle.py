@@ -324,3 +324,13 @@ def test_dates_decimals_and_ids_are_built_by_their_checked_constructors() -> Non
         assert loads(pickle.dumps(values, protocol), frozenset()) == values
     huge = _g("builtins", "bytes") + b"J\x00\x00\x00\x40\x85R."  # bytes(2**30): no allocation
     _refused(b"\x80\x04" + huge, Tampered, "bytes")
+
+
+def test_a_value_referenced_many_times_is_not_copied_without_bound() -> None:
+    """``bytearray(<memo 0>)`` 20,000 times: 64 KiB each would be 1.3 GB from 200 KB."""
+    big = b"B" + (65536).to_bytes(4, "little") + b"x" * 65536
+    copy = _g("builtins", "bytearray") + b"h\x00\x85R0"
+    stream = b"\x80\x04" + big + b"\x94" + copy * 20_000 + b"."
+    _refused(stream, Tampered, "copies more")
+    few = b"\x80\x04" + big + b"\x94" + copy * 3 + b"."
+    assert loads(few, frozenset()) == b"x" * 65536
