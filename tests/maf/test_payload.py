@@ -186,3 +186,33 @@ def test_a_pass_under_one_allow_list_admits_nothing_under_another(
         with pytest.raises(CheckpointTypeBlockedError, match="deserialization blocked"):
             verify_document(encoded, allowed=frozenset(), checkpoint_id=cp.checkpoint_id)
     assert unpickled == [mine, mine, mine]
+
+
+class Registered:
+    """Registered with MAF's ``register_checkpoint_type``; pickles by calling itself."""
+
+    def __init__(self, value: int) -> None:
+        self.value = value
+
+    def __reduce__(self) -> Any:
+        return (Registered, (self.value,))
+
+
+def test_register_checkpoint_type_admits_a_class_as_allowed_types_do() -> None:
+    from agent_framework import register_checkpoint_type
+    from agent_framework._workflows import _checkpoint_encoding
+
+    cp = WorkflowCheckpoint(
+        workflow_name="wf", graph_signature_hash="h", state={"r": Registered(4)}
+    )
+    payload = encode_payload(cp)
+    with pytest.raises(CheckpointTypeBlockedError, match=r"tests\.maf\.test_payload:Registered"):
+        decode_payload(payload, allowed=frozenset(), checkpoint_id=cp.checkpoint_id)
+    register_checkpoint_type(Registered)
+    try:
+        back = decode_payload(payload, allowed=frozenset(), checkpoint_id=cp.checkpoint_id)
+    finally:
+        _checkpoint_encoding._REGISTERED_CHECKPOINT_TYPE_KEYS.discard(
+            f"{Registered.__module__}:{Registered.__qualname__}"
+        )
+    assert type(back.state["r"]) is Registered and back.state["r"].value == 4
