@@ -22,6 +22,7 @@ import ormsgpack
 import pytest
 from langgraph.checkpoint.base import empty_checkpoint
 from langgraph.checkpoint.serde.jsonplus import EXT_CONSTRUCTOR_KW_ARGS, EXT_PYDANTIC_V2
+from langgraph.types import Command
 from pydantic import BaseModel, ImportString
 from typing_extensions import TypedDict
 
@@ -188,3 +189,83 @@ def test_a_declared_type_whose_validation_imports_is_left_to_the_allow_list(
         assert trusted.get_state(cfg("t1")).values["loader"].target.__name__ == "tabnanny"
     finally:
         sys.modules.pop("tabnanny", None)
+
+
+class Inner(BaseModel):
+    """Declared only in the subgraph's state."""
+
+    label: str
+    where: tg.Point
+
+
+class ChildState(TypedDict, total=False):
+    inner: Inner
+    n: int
+
+
+class ParentState(TypedDict, total=False):
+    n: int
+
+
+def _nested_graph(saver: FoundryCheckpointer) -> Any:
+    from langgraph.graph import END, START, StateGraph
+    from langgraph.types import interrupt
+
+    def child_node(state: ChildState) -> dict[str, Any]:
+        answer = interrupt("go?")
+        return {"inner": Inner(label=str(answer), where=tg.Point(1, 2))}
+
+    child = StateGraph(ChildState)
+    child.add_node("mark", lambda state: {"inner": Inner(label="first", where=tg.Point(0, 0))})
+    child.add_node("child_node", child_node)
+    child.add_edge(START, "mark")
+    child.add_edge("mark", "child_node")
+    child.add_edge("child_node", END)
+    parent = StateGraph(ParentState)
+    parent.add_node("child", child.compile())
+    parent.add_edge(START, "child")
+    parent.add_edge("child", END)
+    return parent.compile(checkpointer=saver)
+
+
+@pytest.mark.parametrize("durability", ["sync", "async", "exit"])
+def test_a_subgraph_s_own_types_read_back_through_the_parent(
+    make_saver: Any, durability: Any
+) -> None:
+    graph = _nested_graph(make_saver())
+    graph.invoke({"n": 1}, cfg("t1"), durability=durability)
+    fresh = _nested_graph(make_saver())  # another saver: nothing cached
+    state = fresh.get_state(cfg("t1"), subgraphs=True)
+    (task,) = state.tasks
+    assert task.state.values["inner"] == Inner(label="first", where=tg.Point(0, 0))
+    assert isinstance(task.state.values["inner"].where, tg.Point)
+    fresh.invoke(Command(resume="yes"), cfg("t1"), durability=durability)
+    assert fresh.get_state(cfg("t1")).values == {"n": 1}
+
+
+async def test_a_subgraph_s_own_types_read_back_async(make_saver: Any) -> None:
+    graph = _nested_graph(make_saver())
+    await graph.ainvoke({"n": 1}, cfg("t1"), durability="async")
+    fresh = _nested_graph(make_saver())
+    state = await fresh.aget_state(cfg("t1"), subgraphs=True)
+    assert state.tasks[0].state.values["inner"].label == "first"
+    await fresh.ainvoke(Command(resume="ok"), cfg("t1"))
+
+
+def test_the_functional_api_s_types_read_back(make_saver: Any) -> None:
+    from tests.langgraph._functional_graph import build
+
+    build(make_saver()).invoke(tg.Item(name="a"), cfg("t1"))
+    out = build(make_saver()).invoke(Command(resume=1), cfg("t1"))  # another saver
+    assert out == tg.Item(name="a+", tags=[tg.Tag("t", tg.Color.BLUE)])
+
+
+def test_update_state_writes_and_reads_the_graph_s_types(make_saver: Any) -> None:
+    saver = make_saver()
+    graph = tg.build(saver)
+    graph.invoke({}, cfg("t1"))
+    graph.update_state(cfg("t1"), {"last": tg.Tag("set", tg.Color.BLUE)})
+    with pytest.raises(UnreadableValueError, match="Undeclared"):
+        graph.update_state(cfg("t1"), {"extra": {"x": tg.Undeclared(note="no")}})
+    fresh = tg.build(make_saver())
+    assert fresh.get_state(cfg("t1")).values["last"] == tg.Tag("set", tg.Color.BLUE)
