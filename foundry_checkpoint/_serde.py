@@ -9,13 +9,17 @@ state types of the graph that is calling (what LangGraph's ``compile`` collects 
 schemas under ``LANGGRAPH_STRICT_MSGPACK=true``, whatever the setting: see
 ``foundry_checkpoint._langgraph._graphs``) and what ``with_allowlist`` added.
 
-Reading: every extension is checked, nested ones first, before LangGraph looks any constructor
-up; the modules of LangGraph's safe set are imported once beforehand, so a decode imports
-nothing (the graph's own types are in modules already loaded). Anything else is refused with :class:`UnsafeValueError` (where LangGraph's strict mode logs
+Reading: every extension is checked, nested ones first, before any constructor is looked up;
+then it is built here, as ``JsonPlusSerializer`` builds it except that a pydantic model is only
+ever built by validation (LangGraph falls back to the unvalidated ``model_construct``; here, as
+for any class that refuses its stored arguments, the arguments come back). The modules of
+LangGraph's safe set are imported once beforehand (in a thread of their own), so a decode
+imports nothing: the graph's own types are in modules already loaded. Anything else is refused with :class:`UnsafeValueError` (where LangGraph's strict mode logs
 and hands back the constructor's raw arguments): a class outside the allow-list, a method other
 than ``datetime.fromisoformat``, an extension code LangGraph never writes, a numpy array while
-numpy is not loaded (decoding one would import it), nesting deeper than
-:data:`MAX_EXTENSION_DEPTH`, a malformed extension.
+numpy is not loaded (decoding one would import it), a ``ZoneInfo`` key that names no time zone
+of the machine (looking it up imports ``tzdata`` subpackages), an allowed name that is not a
+class here, nesting deeper than :data:`MAX_EXTENSION_DEPTH`, a malformed extension.
 
 Writing (the save-time rule): every value is encoded exactly as ``JsonPlusSerializer`` encodes
 it, through a ``default`` hook that checks each extension it makes against the same rule the
