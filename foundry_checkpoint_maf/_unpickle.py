@@ -39,7 +39,9 @@ imported), through the modules' and classes' own ``__dict__`` (no ``getattr``, s
 ``__getattr__`` runs). The stack and the memo grow by at most one entry per opcode read, and a
 memo index may not exceed the number of entries stored so far, and the value builders copy at
 most 16 units per stream byte in all (a value referenced many times through the memo is not
-copied once per reference), so memory stays proportional to the payload.
+copied once per reference), so memory stays proportional to the payload. A value may nest at
+most :data:`MAX_NESTING` levels deep (checked on the value, whatever order the stream built it
+in).
 
 Example:
     >>> import pickle
@@ -56,7 +58,9 @@ from __future__ import annotations
 
 import _compat_pickle
 import abc
+import codecs
 import collections
+import contextlib
 import datetime
 import decimal
 import enum
@@ -224,6 +228,7 @@ class _Decoder:
         # mutable objects created by this decode, by id (values keep them alive): the only
         # targets of APPEND, SETITEM, ADDITEMS and BUILD
         self.mine: dict[int, Any] = {}
+        self.nested = 0  # immutable containers made (mutable ones are in mine)
         self.unbuilt: dict[int, Any] = {}  # new instances still waiting for their state
         self.metas = _admitted_metaclasses()
         self.refs: dict[str, _Ref] = {}
@@ -261,7 +266,10 @@ class _Decoder:
                     )
                 if i != end:
                     raise Tampered("the pickle carries bytes after its STOP opcode")
-                return self.value(self.stack.pop())
+                result = self.value(self.stack.pop())
+                if self.nested + len(self.mine) >= MAX_NESTING:  # else it cannot nest that deep
+                    _check_nesting(result, self.mine)
+                return result
             handler = handlers.get(name)
             if handler is None:
                 raise Tampered(f"the pickle uses the {name} opcode, which checkpoints never hold")
@@ -310,6 +318,11 @@ class _Decoder:
     def push_new(self, obj: Any) -> None:
         """Push a mutable object this decode created (a target of later opcodes)."""
         self.mine[id(obj)] = obj
+        self.stack.append(obj)
+
+    def push_made(self, obj: Any) -> None:
+        """Push an immutable container this decode created (counted for the nesting check)."""
+        self.nested += 1
         self.stack.append(obj)
 
     def value(self, item: Any) -> Any:
@@ -504,6 +517,65 @@ class _Decoder:
             "allowed_checkpoint_types",
             _key_of(cls),
         )
+
+
+#: How deeply decoded values may nest (containers and instances), as MAF's JSON part may: a
+#: deeper value would fail later, in any recursive reader (``copy.deepcopy``, ``repr``, ``==``).
+MAX_NESTING: Final = 200
+_LEAVES: Final = (str, bytes, bytearray, int, float, complex, bool, type(None), type)
+
+
+def _children(obj: Any, mine: dict[int, Any]) -> list[Any]:
+    if isinstance(obj, (_LEAVES, enum.Enum)):
+        return []
+    if isinstance(obj, dict):
+        return [*obj.keys(), *obj.values()]
+    if isinstance(obj, (list, tuple, set, frozenset, collections.deque)):
+        return list(obj)
+    if mine.get(id(obj)) is not obj:
+        return []  # not built here (a date, a decimal...): nothing of the stream inside
+    found: list[Any] = []
+    if isinstance(_static(type(obj), "__dict__"), types.GetSetDescriptorType):
+        found.extend(object.__getattribute__(obj, "__dict__").values())
+    for base in type(obj).__mro__:
+        slots = vars(base).get("__slots__", ())
+        for name in (slots,) if isinstance(slots, str) else slots:
+            slot = vars(base).get(name)
+            if isinstance(slot, types.MemberDescriptorType):
+                with contextlib.suppress(AttributeError):
+                    found.append(slot.__get__(obj, type(obj)))
+    return found
+
+
+def _check_nesting(root: Any, mine: dict[int, Any]) -> None:
+    """Refuse a value whose longest chain of nested containers exceeds :data:`MAX_NESTING`
+    (each object's height is computed once; a reference back into the current chain, a
+    cycle, adds nothing)."""
+    too_deep = f"the pickled value nests more than {MAX_NESTING} levels deep"
+    heights: dict[int, int] = {}
+    on_path: set[int] = {id(root)}
+    keep: list[Any] = [root]  # every walked object stays alive, so its id stays its own
+    work: list[list[Any]] = [[root, _children(root, mine), 0]]
+    while work:
+        frame = work[-1]
+        obj, children, index = frame
+        if index < len(children):
+            frame[2] = index + 1
+            child = children[index]
+            if id(child) in heights or id(child) in on_path:
+                continue
+            on_path.add(id(child))
+            keep.append(child)
+            work.append([child, _children(child, mine), 0])
+            if len(work) > MAX_NESTING:
+                raise Damaged(too_deep)
+            continue
+        work.pop()
+        on_path.discard(id(obj))
+        height = 1 + max((heights.get(id(child), 0) for child in children), default=0)
+        if height > MAX_NESTING:
+            raise Damaged(too_deep)
+        heights[id(obj)] = height
 
 
 def _wraps_object_new(new: Any) -> bool:
@@ -759,6 +831,8 @@ _SPECS: Final[list[tuple[str, int, int, pickletools.OpcodeInfo] | None]] = [None
 for _op in pickletools.opcodes:
     _SPECS[ord(_op.code.encode("latin-1"))] = _spec(_op)
 _FLOAT8: Final = struct.Struct(">d")
+# protocol 0's UNICODE argument is read with this codec: loaded now, so no decode imports it
+codecs.lookup("raw-unicode-escape")
 
 
 def _read_arg(
@@ -888,7 +962,7 @@ def _list(d: _Decoder, arg: Any, pos: int) -> None:
 
 def _tuple(d: _Decoder, arg: Any, pos: int) -> None:
     items = tuple(d.values(d.pop_mark()))
-    d.stack.append(items)  # (the stack below the mark, once popped)
+    d.push_made(items)  # (on the stack below the mark, once popped)
 
 
 def _tuple_n(n: int) -> Handler:
@@ -897,14 +971,14 @@ def _tuple_n(n: int) -> Handler:
             raise Tampered("the pickle pops past the bottom of its stack")
         items = d.stack[len(d.stack) - n :]
         del d.stack[len(d.stack) - n :]
-        d.stack.append(tuple(d.values(items)))
+        d.push_made(tuple(d.values(items)))
 
     return push
 
 
 def _frozenset(d: _Decoder, arg: Any, pos: int) -> None:
     items = frozenset(d.values(d.pop_mark()))
-    d.stack.append(items)
+    d.push_made(items)
 
 
 def _dict(d: _Decoder, arg: Any, pos: int) -> None:
@@ -1099,7 +1173,7 @@ def _b_set(kind: type) -> Builder:
         if kind is set:
             d.push_new(made)
         else:
-            d.stack.append(made)
+            d.push_made(made)
 
     return build
 

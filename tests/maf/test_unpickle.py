@@ -334,3 +334,22 @@ def test_a_value_referenced_many_times_is_not_copied_without_bound() -> None:
     _refused(stream, Tampered, "copies more")
     few = b"\x80\x04" + big + b"\x94" + copy * 3 + b"."
     assert loads(few, frozenset()) == b"x" * 65536
+
+
+def test_nesting_deeper_than_the_limit_is_refused_however_it_is_reached() -> None:
+    from foundry_checkpoint_maf._unpickle import MAX_NESTING
+
+    nested: list[Any] = []
+    for _ in range(MAX_NESTING - 1):
+        nested = [nested]
+    assert loads(pickle.dumps(nested), frozenset()) == nested  # exactly at the limit
+    _refused(pickle.dumps([nested]), Damaged, "nests more than")
+    # a chain each of whose links the root also holds directly, in the order that would make a
+    # depth-first walk see every link at depth 1: the chain is what a recursive reader follows
+    links: list[list[Any]] = [[] for _ in range(MAX_NESTING + 50)]
+    for first, second in zip(links, links[1:], strict=False):
+        first.append(second)
+    _refused(pickle.dumps(links[::-1]), Damaged, "nests more than")
+    loop: list[Any] = []
+    loop.append(loop)  # a cycle is no depth
+    assert loads(pickle.dumps([loop] * (MAX_NESTING * 2)), frozenset())[0][0] is not None

@@ -6,7 +6,8 @@
 ``NEWOBJ``/``NEWOBJ_EX``/``INST``/``OBJ`` around admitted classes, ``type()`` of a model
 class, ``BUILD`` on classes, enum members and values, memo and frame tricks, marks and stack
 underflows, persistent ids, the extension registry, protocol-5 out-of-band buffers, modules
-never imported, truncated streams and random mutations of valid pickles. For every case the
+never imported, nesting around the limit, truncated streams and random mutations of valid
+pickles. For every case the
 audit hook must see no import, ``exec``, ``compile``, ``os.*``, ``subprocess.*``, ``shutil.*``,
 file write or ``pickle.find_class``; the decoder must return a value or raise one of its
 typed refusals; no class may change; the traced memory peak stays bounded. The counts are
@@ -163,7 +164,7 @@ class HostileGenerator:
         self.strategies: list[Callable[[], bytes]] = [
             self.call, self.call, self.getattr_chain, self.build_on, self.metaclass,
             self.memo_trick, self.frame_trick, self.buffers_and_ids, self.truncated,
-            self.mutated, self.mutated, self.soup, self.stack_trick,
+            self.mutated, self.mutated, self.soup, self.stack_trick, self.deep,
         ]  # fmt: skip
 
     def head(self) -> bytes:
@@ -363,6 +364,22 @@ class HostileGenerator:
              b"N]Na.", b"}N(u.", b"\x8f(N\x90\x91.", b"]\x85(a.", b"}(K\x01d.", b")(\x85e.",
              b"N(\x90.", b"(}K\x01s.", self.global_() + b"(K\x01a.", self.global_() + b"}(u."]
         ) + b"."  # fmt: skip
+
+    def deep(self) -> bytes:
+        """Nesting around the limit: lists in lists, tuples in tuples, chains through the memo."""
+        rng = self.rng
+        depth = rng.randrange(150, 300)
+        kind = rng.randrange(3)
+        if kind == 0:
+            return self.head() + b"]" * depth + b"a" * (depth - 1) + b"."
+        if kind == 1:
+            return self.head() + b"(" * depth + b"t" * depth + b"."
+        links = b"".join(b"]r" + i.to_bytes(4, "little") for i in range(depth))
+        joins = b"".join(
+            b"j" + i.to_bytes(4, "little") + b"j" + (i + 1).to_bytes(4, "little") + b"a0"
+            for i in range(depth - 1)
+        )
+        return self.head() + links + b"0" * (depth - 1) + joins + b"."
 
     def case(self) -> bytes:
         return self.rng.choice(self.strategies)()
