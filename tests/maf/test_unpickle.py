@@ -11,6 +11,7 @@ import collections
 import datetime
 import decimal
 import enum
+import itertools
 import pickle
 import typing
 import uuid
@@ -347,7 +348,7 @@ def test_nesting_deeper_than_the_limit_is_refused_however_it_is_reached() -> Non
     # a chain each of whose links the root also holds directly, in the order that would make a
     # depth-first walk see every link at depth 1: the chain is what a recursive reader follows
     links: list[list[Any]] = [[] for _ in range(MAX_NESTING + 50)]
-    for first, second in zip(links, links[1:], strict=False):
+    for first, second in itertools.pairwise(links):
         first.append(second)
     _refused(pickle.dumps(links[::-1]), Damaged, "nests more than")
     loop: list[Any] = []
