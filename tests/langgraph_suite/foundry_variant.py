@@ -92,3 +92,20 @@ def pytest_plugin_registered(plugin: object, manager: pytest.PytestPluginManager
     if getattr(plugin, "__name__", "") == "tests.conftest" and hasattr(plugin, "sync_checkpointer"):
         plugin.sync_checkpointer = sync_checkpointer  # type: ignore[attr-defined]
         plugin.async_checkpointer = async_checkpointer  # type: ignore[attr-defined]
+
+
+_CHECKPOINTER_FIXTURES = ("sync_checkpointer", "async_checkpointer")
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Record each test's checkpointer variant, and what it is the same test as in the other
+    variants, as JUnit properties (``checkpointer``, ``case``) for the runner's counts."""
+    for item in items:
+        params = getattr(getattr(item, "callspec", None), "params", {})
+        variant = next((params[f] for f in _CHECKPOINTER_FIXTURES if f in params), None)
+        if variant is None:
+            continue
+        others = sorted((k, repr(v)) for k, v in params.items() if k not in _CHECKPOINTER_FIXTURES)
+        base = item.nodeid.split("[", 1)[0]
+        item.user_properties.append(("checkpointer", str(variant)))
+        item.user_properties.append(("case", f"{base}{others}"))

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import importlib.metadata
 import os
-import re
 import shlex
 import shutil
 import subprocess
@@ -50,11 +49,10 @@ TEST_ONLY = [
 #: ``with_allowlist`` fix; under ``LANGGRAPH_STRICT_MSGPACK=true`` LangGraph itself would hand a
 #: ``dict`` back at resume instead.
 BY_DESIGN = (
-    "tests.test_interruption::test_interrupt_response_schema[",
-    "tests.test_interruption::test_interrupt_response_schema_rejects_invalid_resume[",
-    "tests.test_interruption::test_interrupt_response_schema_invalid_resume_after_earlier_interrupt[",
+    "tests/test_interruption.py::test_interrupt_response_schema[",
+    "tests/test_interruption.py::test_interrupt_response_schema_rejects_invalid_resume[",
+    "tests/test_interruption.py::test_interrupt_response_schema_invalid_resume_after_earlier_interrupt[",
 )
-_VARIANT = re.compile(r"\[(?:.*-)?(memory|foundry|sqlite|sqlite_aes|sqlite_aio)(?:-.*)?\]$")
 
 
 def main() -> int:
@@ -104,9 +102,8 @@ def _summary(report: Path) -> int:
     counts: dict[str, Counter[str]] = {}
     outcome: dict[tuple[str, str], str] = {}
     for case in ET.parse(report).getroot().iter("testcase"):
-        name = f"{case.get('classname')}::{case.get('name')}"
-        match = _VARIANT.search(name)
-        variant = match.group(1) if match else "(no checkpointer)"
+        props = {p.get("name"): p.get("value") for p in case.iter("property")}
+        variant = props.get("checkpointer") or "(no checkpointer)"
         if case.find("failure") is not None or case.find("error") is not None:
             result = "failed"
         elif case.find("skipped") is not None:
@@ -114,9 +111,8 @@ def _summary(report: Path) -> int:
         else:
             result = "passed"
         counts.setdefault(variant, Counter())[result] += 1
-        if match:
-            bare = name[: match.start(1)] + "*" + name[match.end(1) :]
-            outcome[(bare, variant)] = result
+        if "case" in props:
+            outcome[(str(props["case"]), variant)] = result
     for variant, c in sorted(counts.items()):
         print(f"{variant}: {c['passed']} passed, {c['failed']} failed, {c['skipped']} skipped")
     lost = sorted(
