@@ -102,7 +102,7 @@ _scopes: weakref.WeakKeyDictionary[PregelLoop, RunScope] = weakref.WeakKeyDictio
 _runs: dict[int, tuple[Any, RunScope]] = {}
 """Open runs by ``id`` of their ``Runtime``, which is held here until the run ends."""
 _acting: weakref.WeakKeyDictionary[type, bool] = weakref.WeakKeyDictionary()
-_lock = threading.Lock()
+_lock = threading.RLock()
 
 
 def caller_types(
@@ -162,10 +162,13 @@ def caller_types(
     allowed = set(scope.allowed) if scope is not None else set()
     for graph in graphs:
         allowed |= graph_types(graph)
-        if seen is not None:
-            seen.add(graph)
+    if seen is not None and graphs:
+        with _lock:  # a WeakSet is not safe to change while another thread iterates it
+            seen.update(graphs)
     if read and not allowed and seen:
-        for graph in list(seen):
+        with _lock:
+            known = list(seen)
+        for graph in known:
             allowed |= graph_types(graph)
     result = frozenset(allowed) if allowed else _EMPTY
     if loop is not None and graphs:
