@@ -399,7 +399,7 @@ def _legit_values() -> list[Any]:
         uuid.UUID(int=12345),
         decimal.Decimal("1.25"),
         frozenset({1, 2}),
-        {1, "x"},
+        {1, 2, 3},  # ints: the same order whatever the hash seed
         bytearray(b"zz"),
         complex(1, 2),
     ]
