@@ -269,3 +269,18 @@ def test_update_state_writes_and_reads_the_graph_s_types(make_saver: Any) -> Non
         graph.update_state(cfg("t1"), {"extra": {"x": tg.Undeclared(note="no")}})
     fresh = tg.build(make_saver())
     assert fresh.get_state(cfg("t1")).values["last"] == tg.Tag("set", tg.Color.BLUE)
+
+
+def test_an_encrypted_strict_serializer_admits_the_graph_s_types(make_saver: Any) -> None:
+    from langgraph.checkpoint.serde.encrypted import EncryptedSerializer
+
+    from foundry_checkpoint import StrictSerializer
+
+    def serde() -> EncryptedSerializer:
+        return EncryptedSerializer.from_pycryptodome_aes(StrictSerializer(), key=b"k" * 16)
+
+    tg.build(make_saver(serde=serde())).invoke({}, cfg("t1"))
+    state = tg.build(make_saver(serde=serde())).get_state(cfg("t1"))
+    assert state.values["by_name"]["item-0"].where == tg.Point(0, 0)
+    with pytest.raises(UnreadableValueError, match="Undeclared"):
+        tg.build(make_saver(serde=serde()), smuggle=True).invoke({}, cfg("t2"))
