@@ -58,7 +58,7 @@ test-pre: $(NODE_STAMP) chromium
 # LangGraph's own test suite (the sdist of the installed langgraph, downloaded from the package
 # index) with FoundryCheckpointer as a checkpointer variant beside InMemorySaver: counts per
 # variant, non-zero exit when a test fails with ours and passes with InMemorySaver (about
-# 10 minutes; not part of `make test`). See tests/langgraph_suite/run.py.
+# four minutes; not part of `make test`). See tests/langgraph_suite/run.py and CONTRIBUTING.md.
 test-langgraph-suite: $(STAMP)
 	$(PY) tests/langgraph_suite/run.py
 
