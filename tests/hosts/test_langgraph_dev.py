@@ -1,0 +1,180 @@
+"""``langgraph dev`` (without ``--allow-blocking``) serving a graph on ``FoundryCheckpointer``.
+
+The LangGraph server's in-memory runtime arms blockbuster unless ``--allow-blocking`` is given;
+a blocking call made on any event loop (the server's, or the saver's private one) then ends the
+run in ``error``. This test runs the real server: a ``langgraph-sdk`` client creates a thread,
+runs it to an interrupt, the server is restarted, and the client reads the state back, resumes
+the run and reads the thread's history, all from the embedded local store.
+
+The server (langgraph-cli with the in-memory runtime, Elastic-2.0 licensed) cannot share the
+test environment: it needs protobuf 6 and grpcio 1.81, AutoGen's gRPC runtime protobuf 5.29 and
+grpcio 1.70. So the first run builds a venv of its own, ``.venv-langgraph-dev`` (this package
+with the ``langgraph`` extra, editable, and ``langgraph-cli[inmem]``; ~45 s), rebuilt when
+``pyproject.toml`` or ``constraints.txt`` change.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from filelock import FileLock
+from langgraph_sdk import get_sync_client
+
+pytestmark = [pytest.mark.slow, pytest.mark.multiprocess]
+
+ROOT = Path(__file__).resolve().parents[2]
+PROJECT = Path(__file__).resolve().parent / "apps" / "langgraph_dev"
+VENV = ROOT / ".venv-langgraph-dev"
+SERVER = "langgraph-cli[inmem]>=0.4.40"
+_READY_SECONDS = 90.0
+_STOP_SECONDS = 20.0
+
+
+def _wanted() -> str:
+    material = b"".join(
+        (ROOT / name).read_bytes() for name in ("pyproject.toml", "constraints.txt")
+    )
+    return hashlib.sha256(material + SERVER.encode()).hexdigest()
+
+
+@pytest.fixture(scope="module")
+def langgraph_cli() -> Path:
+    """The ``langgraph`` command of the server's own venv (built on first use)."""
+    stamp = VENV / ".installed"
+    with FileLock(str(VENV) + ".lock"):
+        if not stamp.is_file() or stamp.read_text() != _wanted():
+            shutil.rmtree(VENV, ignore_errors=True)
+            subprocess.run([sys.executable, "-m", "venv", str(VENV)], check=True)
+            python = str(VENV / "bin" / "python")
+            pip = [python, "-m", "pip", "install", "--quiet", "--disable-pip-version-check"]
+            subprocess.run(
+                [*pip, "-c", str(ROOT / "constraints.txt"), "-e", f"{ROOT}[langgraph]", SERVER],
+                check=True,
+                cwd=ROOT,
+            )
+            stamp.write_text(_wanted())
+    return VENV / "bin" / "langgraph"
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+class DevServer:
+    """One ``langgraph dev`` process serving ``project`` on a loopback port."""
+
+    def __init__(self, cli: Path, project: Path, env: dict[str, str], log: Path) -> None:
+        self.url = f"http://127.0.0.1:{_free_port()}"
+        self.log = log
+        port = self.url.rsplit(":", 1)[1]
+        command = [str(cli), "dev", "--no-browser", "--no-reload", "--host", "127.0.0.1"]
+        with log.open("ab") as out:
+            self.process = subprocess.Popen(
+                [*command, "--port", port],
+                cwd=project,
+                env=env,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+        deadline = time.monotonic() + _READY_SECONDS
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                raise AssertionError(f"langgraph dev exited early:\n{self.text()[-4000:]}")
+            try:
+                if httpx.get(f"{self.url}/ok", timeout=2).status_code == 200:
+                    return
+            except httpx.HTTPError:
+                pass
+            time.sleep(0.2)
+        self.stop()
+        raise AssertionError(f"langgraph dev not ready in {_READY_SECONDS}s:\n{self.text()}")
+
+    def stop(self) -> None:
+        """SIGTERM to the server's process group; SIGKILL when it does not stop in time."""
+        if self.process.poll() is None:
+            os.killpg(self.process.pid, signal.SIGTERM)
+            try:
+                self.process.wait(_STOP_SECONDS)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.process.pid, signal.SIGKILL)
+                self.process.wait(_STOP_SECONDS)
+
+    def text(self) -> str:
+        return self.log.read_text(encoding="utf-8", errors="replace")
+
+
+@pytest.fixture
+def serve(langgraph_cli: Path, tmp_path: Path) -> Iterator[Any]:
+    """Start ``langgraph dev`` on a copy of the project (``serve()`` again: a restart)."""
+    project = tmp_path / "project"
+    shutil.copytree(PROJECT, project)
+    env = {
+        key: value
+        for key, value in os.environ.items()
+        if not key.startswith(("FOUNDRY_", "LANGSMITH_", "LANGCHAIN_", "AZURE_", "PYTHON"))
+    }
+    env.update(
+        AGENTSERVER_STATE_ROOT=str(tmp_path / "state"),
+        AZURE_AI_AGENTSERVER_DISABLE_EXPERIMENTAL_WARNING="true",
+        LANGSMITH_TRACING="false",
+        LANGGRAPH_CLI_NO_ANALYTICS="1",
+    )
+    servers: list[DevServer] = []
+
+    def start() -> DevServer:
+        server = DevServer(langgraph_cli, project, env, tmp_path / "server.log")
+        servers.append(server)
+        return server
+
+    yield start
+    for server in servers:
+        server.stop()
+
+
+def test_langgraph_dev_serves_threads_on_our_saver_across_a_restart(
+    serve: Any, tmp_path: Path
+) -> None:
+    server = serve()
+    client = get_sync_client(url=server.url)
+    thread = client.threads.create()
+    thread_id = thread["thread_id"]
+    paused = client.runs.wait(thread_id, "agent", input={"notes": []})
+    assert isinstance(paused, dict), paused
+    assert paused["notes"] == ["draft"]
+    assert paused["__interrupt__"][0]["value"] == "approve the draft?"
+    assert client.threads.get_state(thread_id)["next"] == ["review"]
+
+    server.stop()
+    server = serve()  # a new process: the thread's checkpoints come back from the store
+    client = get_sync_client(url=server.url)
+    state = client.threads.get_state(thread_id)
+    assert state["next"] == ["review"]
+    assert state["values"] == {"notes": ["draft"]}
+    done = client.runs.wait(thread_id, "agent", command={"resume": "ok"})
+    assert done == {"notes": ["draft", "review:ok"]}
+    history = client.threads.get_history(thread_id)
+    assert len(history) >= 4
+    assert history[0]["values"] == {"notes": ["draft", "review:ok"]}
+    assert history[0]["next"] == []
+    server.stop()
+
+    log = server.text()
+    assert "Using custom checkpointer: FoundryCheckpointer" in log
+    assert "BlockingError" not in log and "Blocking call" not in log
+    assert "--allow-blocking, which allows" not in log  # the check was armed
+    assert (tmp_path / "state" / "foundry_checkpoint" / "state.sqlite3").is_file()
