@@ -25,6 +25,12 @@ body; ``GET state_stores`` lists the stores by ``(created_at, id)`` in the ``lis
 and with its paging (``limit``, ``after``, ``before``, ``order``).
 
 No ordinary 4xx carries ``Retry-After``: azure-core retries any response that has one.
+
+Beside the state store it serves what the hosts call on the platform, with the same identity
+rule and ``api-version`` check but neither counted in :attr:`StorageApp.requests` nor faulted
+(their counts are in :attr:`StorageApp.platform_requests`): the task API (``…/tasks``,
+``_tasks.py``) and the response store (``…/storage/responses``, ``…/storage/items/batch/
+retrieve``, ``…/storage/history/item_ids``, ``_responses.py``).
 """
 
 from __future__ import annotations
@@ -36,6 +42,7 @@ import functools
 import json
 import logging
 import re
+import sqlite3
 import threading
 from collections import Counter
 from collections.abc import Callable, Mapping
@@ -59,6 +66,8 @@ from foundry_checkpoint.errors import InvalidArgumentError
 from ._faults import Fault, FaultPlan
 from ._identity import CallerRejected, CallTable, resolve_caller
 from ._platform import IDENTITY_PATH, ManagedIdentityEndpoint
+from ._responses import ResponseTable
+from ._tasks import TaskError, TaskTable
 
 __all__ = ["IMMUTABLE_STORE_FIELDS", "StorageApp", "SUPPORTED_API_VERSIONS"]
 
@@ -80,6 +89,12 @@ _ROUTE = re.compile(
     r"^(?:.*)/storage/state_stores"
     r"(?:/(?P<store>[^/]+)"
     r"(?:/(?P<items>items:keys|items)(?:/(?P<key>[^/]+))?)?)?/?$"
+)
+_TASK_ROUTE = re.compile(r"^(?:.*)/tasks(?:/(?P<task>[^/]+))?/?$")
+_RESPONSE_ROUTE = re.compile(
+    r"^(?:.*)/storage/(?:"
+    r"(?P<responses>responses)(?:/(?P<response>[^/]+)(?P<input_items>/input_items)?)?"
+    r"|(?P<batch>items/batch/retrieve)|(?P<history>history/item_ids))/?$"
 )
 _SEGMENT = re.compile(r"^[A-Za-z0-9_-]+$")
 _FAULT_CODES: Final[Mapping[int, str]] = {
@@ -239,6 +254,10 @@ class StorageApp:
         self._lock = threading.Lock()
         self._requests: Counter[str] = Counter()
         self._faults_served: Counter[str] = Counter()
+        self._platform_requests: Counter[str] = Counter()
+        self._platform_db: sqlite3.Connection | None = None
+        self._tasks: TaskTable | None = None
+        self._responses: ResponseTable | None = None
         self._body_reads = asyncio.Semaphore(_CONCURRENT_BODY_READS)
         self._reading = 0
         self._peak_reading = 0
@@ -257,10 +276,17 @@ class StorageApp:
         with self._lock:
             return Counter(self._faults_served)
 
+    @property
+    def platform_requests(self) -> Counter[str]:
+        """A snapshot: task and response-store call -> requests routed (``create_task``...)."""
+        with self._lock:
+            return Counter(self._platform_requests)
+
     def reset_counts(self) -> None:
         """Set every request and fault count back to zero."""
         with self._lock:
             self._requests.clear()
+            self._platform_requests.clear()
             self._faults_served.clear()
             self._peak_reading = self._reading
 
@@ -289,12 +315,27 @@ class StorageApp:
         self._engine = engine
         self._worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="emulator-engine")
 
+    def bind_platform(self, conn: sqlite3.Connection, clock: Callable[[], float]) -> None:
+        """Serve the task API and the response store from ``conn`` (closed by :meth:`unbind`).
+
+        Args:
+            conn: The platform database (the emulator's SQLite file, or memory).
+            clock: Epoch seconds; task leases expire by it.
+        """
+        self._platform_db = conn
+        self._tasks = TaskTable(conn, clock)
+        self._responses = ResponseTable(conn)
+
     def unbind(self) -> None:
         """Forget the engine (it is being closed) once the calls in flight have finished."""
         self._engine = None
         worker, self._worker = self._worker, None
         if worker is not None:
             worker.shutdown(wait=True)
+        conn, self._platform_db = self._platform_db, None
+        self._tasks = self._responses = None
+        if conn is not None:
+            conn.close()
 
     async def _engine_call(self, call: Callable[_P, _T], *args: _P.args, **kwargs: _P.kwargs) -> _T:
         """Run one engine call on the engine's worker thread and await its answer."""
@@ -332,7 +373,7 @@ class StorageApp:
     async def _handle(self, request: web.Request) -> web.StreamResponse:
         match = _ROUTE.match(request.path)
         if match is None:
-            return _error_response(404, "not_found", f"No storage route for {request.path!r}.")
+            return await self._handle_platform(request)
         call = self._call_type(request.method, match)
         if call is None:
             return _error_response(
@@ -592,3 +633,104 @@ class StorageApp:
             before=before,
             order=order,
         )
+
+    # --- the task API and the response store ---------------------------------------------
+
+    @staticmethod
+    def _platform_call(method: str, path: str) -> tuple[str, dict[str, str]] | None:
+        """The call type of a task or response-store request, with its path parameters."""
+        task = _TASK_ROUTE.match(path)
+        if task is not None:
+            task_id = task.group("task")
+            if task_id is None:
+                call = {"POST": "create_task", "GET": "list_tasks"}.get(method)
+                return (call, {}) if call else None
+            call = {"GET": "get_task", "PATCH": "update_task", "DELETE": "delete_task"}.get(method)
+            return (call, {"id": task_id}) if call else None
+        match = _RESPONSE_ROUTE.match(path)
+        if match is None:
+            return None
+        if match.group("batch"):
+            return ("get_response_items", {}) if method == "POST" else None
+        if match.group("history"):
+            return ("get_history_item_ids", {}) if method == "GET" else None
+        response_id = match.group("response")
+        if response_id is None:
+            return ("create_response", {}) if method == "POST" else None
+        if match.group("input_items"):
+            return ("list_input_items", {"id": response_id}) if method == "GET" else None
+        call = {"GET": "get_response", "POST": "update_response", "DELETE": "delete_response"}.get(
+            method
+        )
+        return (call, {"id": response_id}) if call else None
+
+    async def _handle_platform(self, request: web.Request) -> web.StreamResponse:
+        routed = self._platform_call(request.method, request.path)
+        if routed is None:
+            return _error_response(
+                404, "not_found", f"No route for {request.method} {request.path!r}."
+            )
+        call, params = routed
+        with self._lock:
+            self._platform_requests[call] += 1
+        try:
+            user = self._resolve_user(request)
+            self._check_api_version(request)
+            return await self._dispatch_platform(call, params.get("id", ""), request, user)
+        except _HttpError as exc:
+            return _error_response(exc.status, exc.code, exc.message, param=exc.param)
+        except TaskError as exc:
+            return _error_response(exc.status, exc.code, exc.message)
+        except Exception:
+            _LOGGER.exception("emulator failed to serve %s %s", request.method, request.path)
+            return _error_response(
+                500, "internal_error", "The emulator failed to serve the request."
+            )
+
+    async def _dispatch_platform(
+        self, call: str, ident: str, request: web.Request, user: str
+    ) -> web.Response:
+        tasks, responses = self._tasks, self._responses
+        if tasks is None or responses is None:
+            raise _HttpError(503, "service_unavailable", "The emulator is shutting down.")
+        query = dict(request.query)
+        if_match = request.headers.get("If-Match")
+        if call == "create_task":
+            body = await self._body(request)
+            task = await self._engine_call(tasks.create, user, body, query)
+            return web.json_response(task, status=201, headers={"ETag": task["etag"]})
+        if call == "get_task":
+            found = await self._engine_call(tasks.get, user, ident)
+            if found is None:
+                return _error_response(404, "not_found", f"Task {ident!r} was not found.")
+            return web.json_response(found, headers={"ETag": found["etag"]})
+        if call == "update_task":
+            body = await self._body(request)
+            task = await self._engine_call(tasks.patch, user, ident, body, query, if_match)
+            return web.json_response(task, headers={"ETag": task["etag"]})
+        if call == "delete_task":
+            force = query.get("force", "false").lower() == "true"
+            await self._engine_call(tasks.delete, user, ident, force=force, if_match=if_match)
+            return web.Response(status=204)
+        if call == "list_tasks":
+            return web.json_response(await self._engine_call(tasks.list, user, query))
+        if call == "create_response":
+            body = await self._body(request)
+            await self._engine_call(responses.create, user, body)
+            return web.json_response(body.get("response"), status=201)
+        if call == "get_response":
+            return web.json_response(await self._engine_call(responses.get, user, ident))
+        if call == "update_response":
+            body = await self._body(request)
+            await self._engine_call(responses.update, user, ident, body)
+            return web.json_response(body)
+        if call == "delete_response":
+            return web.json_response(await self._engine_call(responses.delete, user, ident))
+        if call == "list_input_items":
+            return web.json_response(
+                await self._engine_call(responses.input_items, user, ident, query)
+            )
+        if call == "get_response_items":
+            body = await self._body(request)
+            return web.json_response(await self._engine_call(responses.get_items, user, body))
+        return web.json_response(await self._engine_call(responses.history_item_ids, user, query))

@@ -24,6 +24,7 @@ from ._credential import EmulatorCredential
 from ._faults import Fault, FaultPlan
 from ._identity import CallTable
 from ._platform import IDENTITY_PATH, ManagedIdentityEndpoint, agent_environment
+from ._tasks import open_platform_database
 from ._tls import TlsMaterial, make_tls_material
 
 __all__ = ["FoundryEmulator"]
@@ -460,6 +461,21 @@ class FoundryEmulator:
         return self._app.requests
 
     @property
+    def platform_requests(self) -> Counter[str]:
+        """Snapshot of task and response-store call -> requests routed (not in :attr:`requests`).
+
+        The calls: ``create_task``, ``get_task``, ``update_task``, ``delete_task``,
+        ``list_tasks``, ``create_response``, ``get_response``, ``update_response``,
+        ``delete_response``, ``list_input_items``, ``get_response_items``,
+        ``get_history_item_ids``.
+
+        Example:
+            >>> FoundryEmulator().platform_requests["create_task"]
+            0
+        """
+        return self._app.platform_requests
+
+    @property
     def faults_served(self) -> Counter[str]:
         """Snapshot of call type -> requests an injected fault was applied to."""
         return self._app.faults_served
@@ -544,7 +560,15 @@ class FoundryEmulator:
         return self._app.web_app(self._identity)
 
     def _open_engine(self) -> StateEngine:
-        return StateEngine(self._data, tie_seed=self._seed, clock=self._clock)
+        engine = StateEngine(self._data, tie_seed=self._seed, clock=self._clock)
+        try:
+            # the task API and the response store: tables of their own in the same database
+            path = str(self._data) if self._data is not None else None
+            self._app.bind_platform(open_platform_database(path), self._clock)
+        except BaseException:
+            engine.close()
+            raise
+        return engine
 
     def __repr__(self) -> str:
         where = self.endpoint if self._running is not None else "stopped"
