@@ -255,10 +255,39 @@ class StrictSerializer(JsonPlusSerializer):
         try:
             self._check_one(code, data, [], 0)
         except UnsafeValueError as exc:
-            raise UnreadableValueError(_unreadable(cls, exc)) from None
+            names = self._refused_names(code, data) if exc.names is not None else []
+            raise UnreadableValueError(_unreadable(cls, exc, names)) from None
         if len(self._written) >= _CLASSES:
             self._written.clear()
         self._written[cls] = True
+
+    def _refused_names(self, code: int, data: bytes) -> list[tuple[str, str]]:
+        """Every class in an extension (nested ones too) that the reader refuses, outer first:
+        so that one error names all that the fix must allow."""
+        found: list[tuple[str, str]] = []
+
+        def visit(code: int, data: bytes) -> None:
+            if code in (EXT_DELTA_SNAPSHOT, EXT_NUMPY_ARRAY) or code not in _KNOWN:
+                return
+            inner: list[tuple[int, bytes]] = []
+            fields = ormsgpack.unpackb(
+                data,
+                ext_hook=lambda c, d: inner.append((c, d)),
+                option=ormsgpack.OPT_NON_STR_KEYS,
+            )
+            if isinstance(fields, list) and len(fields) >= 2 and code != EXT_METHOD_SINGLE_ARG:
+                module, name = fields[0], fields[1]
+                try:
+                    self._check_one(code, ormsgpack.packb([module, name, None]), [], 0)
+                except UnsafeValueError as exc:
+                    if exc.names is not None and exc.names not in found:
+                        found.append(exc.names)
+            for nested in inner:
+                visit(*nested)
+
+        with contextlib.suppress(ValueError):  # written by LangGraph's encoder: well formed
+            visit(code, data)
+        return found
 
     # -- reading --------------------------------------------------------------------------------
     def loads_typed(self, data: tuple[str, bytes]) -> Any:
@@ -452,13 +481,22 @@ def _check_zone(code: int, args: Any) -> None:
         )
 
 
-def _unreadable(cls: type, refused: UnsafeValueError) -> str:
+def _unreadable(cls: type, refused: UnsafeValueError, names: list[tuple[str, str]]) -> str:
     """The message of an :class:`UnreadableValueError` for a ``cls`` the reader refuses."""
     if refused.names is None:
         return (
             f"cannot store a {cls.__module__}.{cls.__qualname__}: {refused}; no process could "
             "read it back, so nothing was written"
         )
+    names = names or [refused.names]
+    listed = ", ".join(f"{module}.{name}" for module, name in names)
+    short = ", ".join(name for _, name in names)
+    pairs = ", ".join(f"({module!r}, {name!r})" for module, name in names)
+    return (
+        f"cannot store a {listed}: not in the msgpack allow-list, so no process could read it "
+        f"back; nothing was written. Declare {short} in the graph's state (or a node's input) "
+        f"schema, or allow it: FoundryCheckpointer().with_allowlist([{pairs}])"
+    )
     module, name = refused.names
     return (
         f"cannot store a {module}.{name}: it is not in the msgpack allow-list, so no process "

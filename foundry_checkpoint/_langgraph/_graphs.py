@@ -214,6 +214,7 @@ def _open_run(loop: PregelLoop, allowed: Names, runtime: Any) -> None:
         if runtime is not None:
             _runs[key] = (runtime, scope)  # held until the run ends: its id stays unique
     callback(close)
+    weakref.finalize(loop, close)  # a loop whose __enter__ failed never unwinds its stack
     _RUN.set(scope)
 
 

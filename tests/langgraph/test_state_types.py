@@ -284,3 +284,22 @@ def test_an_encrypted_strict_serializer_admits_the_graph_s_types(make_saver: Any
     assert state.values["by_name"]["item-0"].where == tg.Point(0, 0)
     with pytest.raises(UnreadableValueError, match="Undeclared"):
         tg.build(make_saver(serde=serde()), smuggle=True).invoke({}, cfg("t2"))
+
+
+def test_run_scopes_end_with_their_runs(make_saver: Any) -> None:
+    import gc
+
+    from foundry_checkpoint._langgraph import _graphs
+
+    saver = make_saver(fresh_prefix=True)
+    tg.build(saver).invoke({}, cfg("t1"))
+    with pytest.raises(UnreadableValueError):
+        tg.build(saver, smuggle=True).invoke({}, cfg("t2"))
+    gc.collect()  # a loop whose run failed is collected, and its scope with it
+    assert _graphs._runs == {}
+    # a later direct write in the same context inherits nothing from the runs
+    checkpoint = empty_checkpoint()
+    checkpoint["channel_values"] = {"last": tg.Tag("x", tg.Color.RED)}
+    checkpoint["channel_versions"] = {"last": 1}
+    with pytest.raises(UnreadableValueError, match="Tag"):
+        saver.put(cfg("t3"), checkpoint, {"source": "loop", "step": 1}, {"last": 1})
