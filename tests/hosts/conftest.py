@@ -76,6 +76,12 @@ class Host:
         headers = {"x-agent-foundry-call-id": call_id, "x-agent-user-id": user}
         return self._client.post(path, json=body, headers=headers)
 
+    def get(self, user: str, path: str) -> httpx.Response:
+        """GET ``path`` as ``user``, with a new call id as the platform sends it."""
+        call_id = self.platform.emulator.mint_call(user)
+        headers = {"x-agent-foundry-call-id": call_id, "x-agent-user-id": user}
+        return self._client.get(path, headers=headers)
+
     def lifecycle(self, path: str, body: dict[str, Any]) -> httpx.Response:
         """A platform lifecycle call (no user): ``/_agent/before-snapshot`` and the like."""
         return self._client.post(path, json=body)
