@@ -83,29 +83,40 @@ class LocalSpill(AsyncClosing):
             raise InvalidArgumentError(
                 f"LocalSpill needs a directory path, got {type(directory).__name__}"
             )
-        self._root = Path(os.path.abspath(os.fspath(directory)))
+        given = os.fspath(directory)
+        self._given = given
+        # A relative directory is made absolute on first use (in a worker thread when that is
+        # a blob operation): that reads the working directory, a call an event loop checked
+        # for blocking calls (langgraph dev's blockbuster) refuses.
+        self._root: Path | None = Path(os.path.abspath(given)) if os.path.isabs(given) else None
         self._fsync = fsync
+
+    def _absolute(self) -> Path:
+        root = self._root
+        if root is None:
+            root = self._root = Path(os.path.abspath(self._given))
+        return root
 
     @property
     def directory(self) -> Path:
         """The absolute directory holding the blobs."""
-        return self._root
+        return self._absolute()
 
     @property
     def describe(self) -> str:
         """``local:<absolute directory>``."""
-        return f"local:{self._root}"
+        return f"local:{self._absolute()}"
 
     def __str__(self) -> str:
         return self.describe
 
     def __repr__(self) -> str:
-        return f"LocalSpill({str(self._root)!r}, fsync={self._fsync!r})"
+        return f"LocalSpill({str(self._absolute())!r}, fsync={self._fsync!r})"
 
     def _path(self, namespace: str, digest: str | None = None) -> Path:
-        """The path of a namespace or blob (names checked; no file touched: see
-        :meth:`_inside`, which the worker-thread functions call first)."""
-        folder = self._root.joinpath(*check_namespace(namespace).split("/"))
+        """The path of a namespace or blob (names checked; call it in the worker thread, as
+        :meth:`_inside`, which checks where the path leads)."""
+        folder = self._absolute().joinpath(*check_namespace(namespace).split("/"))
         return folder if digest is None else folder / check_digest(digest)
 
     def _inside(self, path: Path) -> None:
@@ -114,7 +125,7 @@ class LocalSpill(AsyncClosing):
         A symlinked namespace folder or blob (a tampered spill directory) could otherwise make
         a read, a listing or a delete reach files outside the spill store.
         """
-        root = os.path.realpath(self._root)
+        root = os.path.realpath(self._absolute())
         real = os.path.realpath(path)
         if os.path.commonpath([root, real]) != root:
             raise CorruptPayloadError(
@@ -143,13 +154,14 @@ class LocalSpill(AsyncClosing):
             >>> digest == hashlib.sha256(b"blob").hexdigest()
             True
         """
-        self._path(namespace)
+        check_namespace(namespace)
         blob = blob_bytes(data)
         digest = await sha256_hex(blob)
-        await asyncio.to_thread(self._put_sync, self._path(namespace, digest), blob)
+        await asyncio.to_thread(self._put_sync, namespace, digest, blob)
         return digest
 
-    def _put_sync(self, path: Path, data: bytes) -> None:
+    def _put_sync(self, namespace: str, digest: str, data: bytes) -> None:
+        path = self._path(namespace, digest)
         self._inside(path)
         for _ in range(5):
             try:
@@ -187,9 +199,10 @@ class LocalSpill(AsyncClosing):
 
     async def get(self, namespace: str, digest: str) -> bytes:
         """Read and verify the blob."""
-        path = self._path(namespace, digest)
+        check_namespace(namespace)
+        check_digest(digest)
         try:
-            data, actual = await asyncio.to_thread(self._read_hashed, path)
+            data, actual = await asyncio.to_thread(self._read_hashed, namespace, digest)
         except (FileNotFoundError, NotADirectoryError):
             raise missing_blob(namespace, digest, self.describe) from None
         if actual != digest:
@@ -198,11 +211,13 @@ class LocalSpill(AsyncClosing):
 
     async def delete(self, namespace: str, digests: Iterable[str]) -> int:
         """Remove the given blobs; returns how many were removed."""
-        paths = [self._path(namespace, digest) for digest in digests]
-        folder = self._path(namespace)
-        return await asyncio.to_thread(self._delete_sync, folder, paths)
+        check_namespace(namespace)
+        names = [check_digest(digest) for digest in digests]
+        return await asyncio.to_thread(self._delete_sync, namespace, names)
 
-    def _delete_sync(self, folder: Path, paths: builtins.list[Path]) -> int:
+    def _delete_sync(self, namespace: str, digests: builtins.list[str]) -> int:
+        folder = self._path(namespace)
+        paths = [self._path(namespace, digest) for digest in digests]
         for path in (folder, *paths):
             self._inside(path)
         removed = 0
@@ -217,10 +232,11 @@ class LocalSpill(AsyncClosing):
 
     async def delete_namespace(self, namespace: str) -> int:
         """Remove every blob of ``namespace`` (and stale temporary files); returns the count."""
-        folder = self._path(namespace)
-        return await asyncio.to_thread(self._delete_namespace_sync, folder)
+        check_namespace(namespace)
+        return await asyncio.to_thread(self._delete_namespace_sync, namespace)
 
-    def _delete_namespace_sync(self, folder: Path) -> int:
+    def _delete_namespace_sync(self, namespace: str) -> int:
+        folder = self._path(namespace)
         self._inside(folder)
         removed = 0
         for entry in _scan(folder):
@@ -238,7 +254,8 @@ class LocalSpill(AsyncClosing):
 
     def _prune(self, folder: Path) -> None:
         """Remove ``folder`` and its parents up to the root while they are empty."""
-        while folder != self._root and self._root in folder.parents:
+        root = self._absolute()
+        while folder != root and root in folder.parents:
             try:
                 folder.rmdir()
             except OSError:  # not empty, already gone, or in use by another process
@@ -247,10 +264,11 @@ class LocalSpill(AsyncClosing):
 
     async def list(self, namespace: str) -> builtins.list[BlobInfo]:
         """Every blob of ``namespace`` with its size and modification time."""
-        folder = self._path(namespace)
-        return await asyncio.to_thread(self._list_sync, folder)
+        check_namespace(namespace)
+        return await asyncio.to_thread(self._list_sync, namespace)
 
-    def _list_sync(self, folder: Path) -> builtins.list[BlobInfo]:
+    def _list_sync(self, namespace: str) -> builtins.list[BlobInfo]:
+        folder = self._path(namespace)
         self._inside(folder)
         infos: builtins.list[BlobInfo] = []
         for entry in _scan(folder):
@@ -270,9 +288,10 @@ class LocalSpill(AsyncClosing):
 
     def _namespaces_sync(self) -> builtins.list[str]:
         found: builtins.list[str] = []
-        for dirpath, _dirnames, filenames in os.walk(self._root):
+        root = self._absolute()
+        for dirpath, _dirnames, filenames in os.walk(root):
             if any(DIGEST_RE.fullmatch(name) for name in filenames):
-                relative = Path(dirpath).relative_to(self._root).as_posix()
+                relative = Path(dirpath).relative_to(root).as_posix()
                 if relative != "." and NAMESPACE_RE.fullmatch(relative):
                     found.append(relative)
         return sorted(found)
@@ -280,9 +299,10 @@ class LocalSpill(AsyncClosing):
     async def aclose(self) -> None:
         """Nothing to release (no file stays open between calls); present for the protocol."""
 
-    def _read_hashed(self, path: Path) -> tuple[bytes, str]:
-        """The file's bytes and their sha256: one worker-thread hop for the check of the path,
+    def _read_hashed(self, namespace: str, digest: str) -> tuple[bytes, str]:
+        """The blob's bytes and their sha256: one worker-thread hop for the check of the path,
         the read and the hash."""
+        path = self._path(namespace, digest)
         self._inside(path)
         data = path.read_bytes()
         return data, hashlib.sha256(data).hexdigest()

@@ -181,3 +181,30 @@ async def test_async_graph_runs_under_langgraph_dev_blockbuster(
         finally:
             await saver.aclose()
         await saver.aclose()  # idempotent
+
+
+async def test_a_relative_state_root_needs_no_blocking_call(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``AGENTSERVER_STATE_ROOT=.state`` (a project's ``.env``): the saver is built on the
+    server's loop without reading the working directory there, and its database and spilled
+    blobs land under the working directory of the first use."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("AGENTSERVER_STATE_ROOT", ".state")
+    monkeypatch.delenv("FOUNDRY_HOSTING_ENVIRONMENT", raising=False)
+    with langgraph_dev_blockbuster():
+        saver = FoundryCheckpointer()
+        try:
+            graph = _graph(saver)
+            config = _thread("t-relative")
+            assert "__interrupt__" in await graph.ainvoke({"notes": []}, config)
+            state = await graph.aget_state(config)
+            assert len(state.values["blob"]) == BIG
+        finally:
+            await saver.aclose()
+    assert (tmp_path / ".state" / "foundry_checkpoint" / "state.sqlite3").is_file()
+    assert _blob_files(tmp_path / ".state" / "foundry_checkpoint" / "spill") >= 1
+
+
+def _blob_files(root: Path) -> int:
+    return sum(1 for p in root.rglob("*") if p.is_file() and p.stat().st_size >= BIG)
