@@ -29,6 +29,7 @@ import queue
 import sqlite3
 import threading
 import time
+import weakref
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -201,9 +202,10 @@ class CallThread:
     thread, so its blocking calls are invisible to checkers of blocking calls on event loops
     (``langgraph dev``'s blockbuster) and never hold up a loop.
 
-    The thread starts on the first call and again after :meth:`close` or in a forked child. A
-    cancelled caller stops waiting at once; its call still runs (a SQLite statement cannot be
-    interrupted half-way), before every later call.
+    The thread starts on the first call and again after :meth:`close` or in a forked child,
+    and stops when the ``CallThread`` is closed or garbage-collected. A cancelled caller stops
+    waiting at once; its call still runs (a SQLite statement cannot be interrupted half-way),
+    before every later call.
 
     Args:
         name: The thread's name (it shows in thread dumps).
@@ -242,6 +244,8 @@ class CallThread:
                     target=_serve, args=(fresh,), name=self._name, daemon=True
                 )
                 thread.start()
+                # An engine dropped without close() does not leave its thread behind.
+                weakref.finalize(self, fresh.put, None)
                 self._queue, self._thread, self._pid = fresh, thread, os.getpid()
             return self._queue
 

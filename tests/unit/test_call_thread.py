@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import gc
 import threading
 from pathlib import Path
 
@@ -114,6 +115,16 @@ async def test_close_is_idempotent_and_a_closed_worker_starts_again() -> None:
     assert await worker.call(lambda: 2) == 2
     worker.close()
     assert _threads("ct-close") == []
+
+
+async def test_a_worker_dropped_without_close_stops_its_thread() -> None:
+    worker = CallThread("ct-dropped")
+    assert await worker.call(lambda: 3) == 3
+    (thread,) = _threads("ct-dropped")
+    del worker
+    gc.collect()
+    thread.join(5)
+    assert not thread.is_alive()
 
 
 async def test_engine_store_runs_every_engine_call_on_the_engines_thread() -> None:
