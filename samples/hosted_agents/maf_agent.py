@@ -19,14 +19,13 @@ What it shows:
 
 In a Foundry-hosted agent the platform runs this module (``python maf_agent.py`` serves on
 ``$PORT``) and the host keeps response objects in Foundry's response store;
-``samples/hosted_agents_offline.py`` runs it against the state-store emulator, which serves the
-state store only, so there the host keeps responses in its local file store instead.
+``samples/hosted_agents_offline.py`` runs it unchanged against the emulator, which serves that
+response store too.
 """
 
 from __future__ import annotations
 
 import atexit
-import os
 from dataclasses import dataclass
 
 from agent_framework import (
@@ -38,7 +37,6 @@ from agent_framework import (
     response_handler,
 )
 from agent_framework_foundry_hosting import HostedResponseRequest, ResponsesHostServer, WorkflowTurn
-from azure.ai.agentserver.responses import FileResponseStore
 from typing_extensions import Never
 
 from foundry_checkpoint_maf import FoundryCheckpointStorageProvider
@@ -92,13 +90,6 @@ async def parse(request: HostedResponseRequest) -> WorkflowTurn[str]:
     return WorkflowTurn(input=text)
 
 
-def response_store() -> FileResponseStore | None:
-    """Foundry's response store in a hosted agent (None: the host's default); offline, files."""
-    if os.environ.get("FOUNDRY_HOSTING_ENVIRONMENT") == "emulator":
-        return FileResponseStore()
-    return None
-
-
 # Once per process: the provider owns the loop and the store clients of every conversation.
 provider = FoundryCheckpointStorageProvider(
     store_prefix="expenses", allowed_checkpoint_types=[Question]
@@ -107,7 +98,6 @@ app = ResponsesHostServer(
     workflow=build,
     parse_response=parse,
     checkpoint_store_provider=provider,
-    response_store=response_store(),
 )
 
 
