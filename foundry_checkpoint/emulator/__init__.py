@@ -5,7 +5,8 @@ calls of the wire contract, user isolation by per-request call id (``bind_call``
 ``x-ms-user-id`` or bearer token, the documented
 limits (400 naming the field), deterministic same-second ordering that is deliberately not
 insertion order, seeded fault injection (status codes, ``Retry-After``, dropped connections,
-delays) and request counts.
+delays) and request counts. For the hosts it also serves the platform's task API and the
+Responses hosts' response store, so a hosted agent runs on ``agent_environment()`` unchanged.
 
 Example:
     >>> import asyncio, os

@@ -154,7 +154,10 @@ class FoundryEmulator:
     limits, cursors and order) over the same SQLite engine as the embedded local store, so the
     real ``FoundryStateStore`` client can run in hosted mode without a Foundry project. The
     server runs on its own thread and event loop whichever way it is started, so synchronous
-    code that blocks its own loop while waiting for store I/O cannot deadlock it.
+    code that blocks its own loop while waiting for store I/O cannot deadlock it. Beside the
+    state store it serves the platform's task API (``…/tasks``) and the Responses hosts'
+    response store (``…/storage/responses``, ``…/storage/history/item_ids``...), partitioned by
+    caller and kept in the same database, so a host runs on :meth:`agent_environment` alone.
 
     Args:
         host: Interface to listen on; loopback only (``127.0.0.1``, ``::1`` or ``localhost``).
