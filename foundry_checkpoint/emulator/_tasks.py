@@ -538,7 +538,7 @@ class TaskTable:
             ``{"object": "list", "data", "first_id", "last_id", "has_more"}``.
 
         Raises:
-            TaskError: 400 for a bad ``limit``, ``order`` or cursor combination.
+            TaskError: 400 for a bad ``limit``, ``order``, ``status`` or flag.
         """
         raw_limit = query.get("limit")
         limit = DEFAULT_TASK_PAGE
@@ -550,8 +550,6 @@ class TaskTable:
         if order not in ("asc", "desc"):
             raise _invalid("order must be 'asc' or 'desc'.")
         after, before = query.get("after"), query.get("before")
-        if after is not None and before is not None:
-            raise _invalid("after and before cannot be combined.")
         try:
             status = _validation.normalize_legacy_status(query.get("status"))
         except _HostedConflict as exc:
@@ -597,11 +595,11 @@ class TaskTable:
 
         matching = [t for t, e in zip(tasks, lease_states, strict=True) if keep(t, e)]
         ids = [t["id"] for t in matching]
+        if before is not None:  # the tasks before the cursor (with `after`: between the two)
+            matching = matching[: ids.index(before)] if before in ids else []
         if after is not None:
             matching = matching[ids.index(after) + 1 :] if after in ids else []
-            page, has_more = matching[:limit], len(matching) > limit
-        elif before is not None:
-            matching = matching[: ids.index(before)] if before in ids else []
+        if before is not None and after is None:  # the page that ends at the cursor
             page, has_more = matching[-limit:], len(matching) > limit
         else:
             page, has_more = matching[:limit], len(matching) > limit

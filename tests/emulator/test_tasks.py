@@ -206,6 +206,12 @@ async def test_list_pages_filters_and_orders(provider: HostedTaskProvider) -> No
     assert [t.id for t in await provider.list(agent_name="other-agent")] == ["t-elsewhere"]
     after = await provider.list(agent_name="agent", order="asc", after="t-page-4")
     assert [t.id for t in after] == ["t-page-5", "t-page-6"]
+    before = await provider.list(agent_name="agent", order="asc", before="t-page-2", limit=1)
+    assert [t.id for t in before] == ["t-page-1"]  # then `after` it, up to `before`: nothing
+    window = await provider.list(
+        agent_name="agent", order="asc", after="t-page-1", before="t-page-4"
+    )
+    assert [t.id for t in window] == ["t-page-2", "t-page-3"]
     with pytest.raises(_HostedConflict) as bad:
         await provider.list(limit=0)
     assert (bad.value._code, bad.value.status_code) == ("invalid_request", 400)
