@@ -281,6 +281,7 @@ class _Extra:
         self.acting: set[tuple[str, ...]] = set()
         """Pydantic models met whose validation can import or read files."""
         self._seen: set[int] = set()
+        self._held: list[Any] = []
         for schema in schemas:
             self._walk(schema, 0)
         for channel in channels.values():
@@ -294,23 +295,19 @@ class _Extra:
         if typ is None or depth > 32 or id(typ) in self._seen:
             return
         self._seen.add(id(typ))
+        self._held.append(typ)  # an id stays unique while the walk holds its object
         for arg in typing.get_args(typ):
             self._walk(arg, depth + 1)
-        if not isinstance(typ, type):
+        if not isinstance(typ, type) or issubclass(typ, Enum):
             return
-        hints = _hints(typ)
         if issubclass(typ, tuple) and hasattr(typ, "_fields"):
             self.found.add((typ.__module__, typ.__name__))
-        elif issubclass(typ, BaseModel) and _acts(typ):
-            self.acting.add((typ.__module__, typ.__name__))
-        elif not (
-            typing.is_typeddict(typ)
-            or dataclasses.is_dataclass(typ)
-            or issubclass(typ, BaseModel)
-            or issubclass(typ, Enum)
-        ):
+        elif issubclass(typ, BaseModel):
+            if _acts(typ):
+                self.acting.add((typ.__module__, typ.__name__))
+        elif not (typing.is_typeddict(typ) or dataclasses.is_dataclass(typ)):
             return
-        for hint in hints.values():
+        for hint in _hints(typ).values():
             self._walk(hint, depth + 1)
 
 
