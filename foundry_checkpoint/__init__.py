@@ -28,6 +28,8 @@ from .errors import (
     InvalidIdentifierError,
     IsolationRefusedError,
     MissingBlobError,
+    UnreadableValueError,
+    UnsafeValueError,
 )
 from .spill import LocalSpill, SpillStore
 
@@ -51,6 +53,8 @@ __all__ = [
     "MissingBlobError",
     "SpillStore",
     "StrictSerializer",
+    "UnreadableValueError",
+    "UnsafeValueError",
 ]
 
 

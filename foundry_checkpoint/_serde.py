@@ -38,7 +38,7 @@ Example:
     >>> serde.loads_typed(("msgpack", evil))
     Traceback (most recent call last):
     ...
-    foundry_checkpoint._serde.UnsafeValueError: a stored value names os.system, which is not in the msgpack allow-list; ...
+    foundry_checkpoint.errors.UnsafeValueError: a stored value names os.system, which is not in the msgpack allow-list; ...
 """  # noqa: E501
 
 from __future__ import annotations
@@ -72,7 +72,7 @@ from langgraph.checkpoint.serde.jsonplus import (
 )
 from langgraph.checkpoint.serde.types import _DeltaSnapshot
 
-from foundry_checkpoint.errors import CorruptPayloadError, FoundryCheckpointError
+from foundry_checkpoint.errors import UnreadableValueError, UnsafeValueError
 
 __all__ = ["MAX_EXTENSION_DEPTH", "StrictSerializer", "UnreadableValueError", "UnsafeValueError"]
 
@@ -100,37 +100,6 @@ _HEADER: Final = {0xD4: 2, 0xD5: 2, 0xD6: 2, 0xD7: 2, 0xD8: 2, 0xC7: 3, 0xC8: 4,
 
 _CLONES: Final = 64
 _CLASSES: Final = 4096
-
-
-class UnsafeValueError(CorruptPayloadError):
-    """A stored value names a constructor outside the serializer's allow-list; nothing ran.
-
-    Either the store was written by something else (tampering), or the value was written by a
-    graph whose types this reader does not know (another graph, or no graph at all: a direct
-    ``get_tuple``, the CLI). The graph's own state types are admitted while the graph calls the
-    saver; for anything else, add it with
-    ``FoundryCheckpointer().with_allowlist([("my_app.models", "MyState")])``.
-
-    Args:
-        message: what was refused and what to do.
-        names: the ``(module, name)`` the value names, when the refusal is about a class.
-    """
-
-    def __init__(self, message: str, *, names: tuple[str, str] | None = None) -> None:
-        super().__init__(message)
-        self.names = names
-
-
-class UnreadableValueError(FoundryCheckpointError, TypeError):
-    """A value to be stored could not be read back: its class is not in the allow-list.
-
-    Raised by ``put``/``put_writes`` (and their async forms) before anything is written, on the
-    run that would store it, so that no checkpoint is ever refused first at resume. The message
-    names the class and the fix: declare the type in the graph's state (or a node's input)
-    schema, or allow it with
-    ``FoundryCheckpointer().with_allowlist([("my_app.models", "Item")])``. A ``TypeError``, as
-    every "cannot serialize this" error of LangGraph's serializers is.
-    """
 
 
 class StrictSerializer(JsonPlusSerializer):

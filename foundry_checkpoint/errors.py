@@ -24,6 +24,8 @@ __all__ = [
     "IsolationRefusedError",
     "MissingBlobError",
     "MissingDependencyError",
+    "UnreadableValueError",
+    "UnsafeValueError",
     "UntrustedDelegationError",
 ]
 
@@ -137,4 +139,46 @@ class CrossUserMessageError(FoundryCheckpointError):
     Example:
         >>> issubclass(CrossUserMessageError, FoundryCheckpointError)
         True
+    """
+
+
+class UnsafeValueError(CorruptPayloadError):
+    """A stored value names a constructor outside the serializer's allow-list; nothing ran.
+
+    Either the store was written by something else (tampering), or the value was written by a
+    graph whose types this reader does not know (another graph, or no graph at all: a direct
+    ``get_tuple``, the CLI). The graph's own state types are admitted while the graph calls the
+    saver; for anything else, add it with
+    ``FoundryCheckpointer().with_allowlist([("my_app.models", "MyState")])``.
+
+    Args:
+        message: what was refused and what to do.
+        names: the ``(module, name)`` the value names, when the refusal is about a class.
+
+    Example:
+        >>> error = UnsafeValueError("refused", names=("os", "system"))
+        >>> isinstance(error, CorruptPayloadError), error.names
+        (True, ('os', 'system'))
+    """
+
+    def __init__(self, message: str, *, names: tuple[str, str] | None = None) -> None:
+        super().__init__(message)
+        self.names = names
+
+
+class UnreadableValueError(FoundryCheckpointError, TypeError):
+    """A value to be stored could not be read back: its class is not in the allow-list.
+
+    Raised by ``put``/``put_writes`` (and their async forms) before anything is written, on the
+    run that would store it, so that no checkpoint is ever refused first at resume. The message
+    names the class and the fix: declare the type in the graph's state (or a node's input)
+    schema, or allow it with
+    ``FoundryCheckpointer().with_allowlist([("my_app.models", "Item")])``. A ``TypeError``, as
+    every "cannot serialize this" error of LangGraph's serializers is.
+
+    Example:
+        >>> issubclass(UnreadableValueError, TypeError)
+        True
+        >>> issubclass(UnreadableValueError, CorruptPayloadError)
+        False
     """

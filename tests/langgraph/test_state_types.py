@@ -27,7 +27,7 @@ from pydantic import BaseModel, ImportString
 from typing_extensions import TypedDict
 
 from foundry_checkpoint import CorruptPayloadError, FoundryCheckpointer
-from foundry_checkpoint._serde import UnreadableValueError, UnsafeValueError
+from foundry_checkpoint.errors import UnreadableValueError, UnsafeValueError
 from tests.langgraph import _typed_graph as tg
 from tests.langgraph._util import cfg
 from tests.security._gadgets import Planted, attacker_serde

@@ -21,7 +21,7 @@ from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 from typer.testing import CliRunner
 
 from foundry_checkpoint import CorruptPayloadError, FoundryCheckpointer, StrictSerializer
-from foundry_checkpoint._serde import UnreadableValueError
+from foundry_checkpoint.errors import UnreadableValueError
 from tests.cli.conftest import Cli, build
 from tests.langgraph._util import cfg
 
