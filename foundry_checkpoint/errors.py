@@ -59,10 +59,12 @@ class InvalidStateError(FoundryCheckpointError, ValueError):
 
 
 class CheckpointTooLargeError(FoundryCheckpointError):
-    """A value is larger than the store's 1 MB item limit and no spill store is configured.
+    """A value is too large to store: over the 1 MB item limit with no spill store, or over 1 GiB.
 
     Fix: pass ``spill=AzureBlobSpill(...)`` (hosted mode) or ``spill=LocalSpill(...)``, or set
-    the ``FOUNDRY_CHECKPOINT_BLOB_*`` environment variables. Nothing was written.
+    the ``FOUNDRY_CHECKPOINT_BLOB_*`` environment variables. A serialized payload over 1 GiB is
+    refused even with a spill store (readers refuse to inflate anything larger): keep large
+    artifacts outside the graph's state and store a reference. Nothing was written.
     """
 
 
