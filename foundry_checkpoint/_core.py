@@ -67,6 +67,7 @@ from azure.ai.agentserver.core.storage import JSONObject
 
 from . import _codec
 from ._aio import read_newest
+from ._chunks import ChunkSpill
 from ._gc import GcReport, collect_garbage
 from ._loop import LoopThread
 from ._lru import Lru
@@ -247,6 +248,7 @@ class Scope:
         self._namespace: str | None = None
         self._touched = 0.0
         self._lock = asyncio.Lock()
+        self._chunks: ChunkSpill | None = None
 
     @property
     def name(self) -> str:
@@ -264,6 +266,23 @@ class Scope:
     def store(self, client: StateStoreLike) -> None:
         """Pin a client for this scope (a wrapper around the core's, say)."""
         self._pinned = client
+
+    @property
+    def spill(self) -> SpillStore | None:
+        """Where this scope's values over the item limit go: the core's spill store when one
+        is configured, else (hosted mode) chunk items of the scope's own store."""
+        if self.core.spill is not None:
+            return self.core.spill
+        if self.core.kind != "hosted":
+            return None
+        if self._chunks is None:
+            self._chunks = ChunkSpill(lambda: self.store)
+        return self._chunks
+
+    @property
+    def chunked(self) -> bool:
+        """Whether large values go into the scope's own store (no spill store configured)."""
+        return self.core.spill is None and self.core.kind == "hosted"
 
     def where(self, key: str) -> str:
         """A human description of an item for error messages."""
@@ -310,7 +329,7 @@ class Scope:
             key=key,
             tags=tags,
             extra=extra,
-            spill=self.core.spill,
+            spill=self.spill,
             namespace=self._spill_namespace,
             where=self.where(key),
             compress=self.core.kind != "local-sqlite",
@@ -329,9 +348,7 @@ class Scope:
     async def decode(self, value: Mapping[str, Any], *, key: str) -> bytes:
         """The payload of an item value written by :meth:`encode`."""
         ns = await self.namespace(create=False) if _codec.spilled_digest(value) else None
-        return await _codec.decode(
-            value, spill=self.core.spill, namespace=ns, where=self.where(key)
-        )
+        return await _codec.decode(value, spill=self.spill, namespace=ns, where=self.where(key))
 
     async def touch(self) -> None:
         """Keep the scope's metadata and index entry alive under a TTL (cheap: rate-limited)."""
@@ -344,6 +361,11 @@ class Scope:
         item = await self.store.get_item(_META_KEY)
         if item is not None and ttl != -1:
             await self.store.set_item(_META_KEY, dict(item.value), tags=_META_TAGS)
+            ns = item.value.get("ns") if item.value else None
+            spill = self.spill
+            if isinstance(spill, ChunkSpill) and isinstance(ns, str):
+                # chunks a live item references outlive the TTL although none is written again
+                await spill.refresh(ns, time.time() - ttl / 2)
 
     async def keys(self, tags: Mapping[str, str] | None = None) -> list[ItemKey]:
         """Every key of this scope matching ``tags`` (all pages)."""
@@ -355,8 +377,9 @@ class Scope:
         for key in await self.keys():
             if key.key != _META_KEY:
                 await self.store.delete_item(key.key)
-        if ns is not None and self.core.spill is not None:
-            await self.core.spill.delete_namespace(ns)
+        spill = self.core.spill  # chunks are items of this store: deleted above
+        if ns is not None and spill is not None:
+            await spill.delete_namespace(ns)
         await self.store.delete_item(_META_KEY)
         self._namespace = None
         self._touched = 0.0

@@ -1,5 +1,8 @@
 """Garbage collection of spilled blobs: what no item of the caller's scopes references.
 
+In hosted mode with no spill store configured, each scope's large values are chunk items of
+its own store (:mod:`._chunks`): they are collected the same way, scope by scope.
+
 Only namespaces attributable through the caller's own (isolated) stores are considered, and
 only blobs last modified more than the grace period ago, so a blob uploaded by a write still in
 flight (blob first, item second) is never taken. Namespaces under the prefix that none of the
@@ -67,8 +70,7 @@ async def collect_garbage(
         What was found and deleted.
     """
     report = GcReport(dry_run=dry_run)
-    spill = core.spill
-    if spill is None:
+    if core.spill is None and core.kind != "hosted":
         return report
     cutoff = time.time() - grace_seconds
     owned: set[str] = set()
@@ -78,7 +80,8 @@ async def collect_garbage(
             continue
         report.scanned_scopes += 1
         ns = await scope.namespace(create=False)
-        if ns is None:
+        spill = scope.spill
+        if ns is None or spill is None:
             continue
         owned.add(ns)
         live = await referenced(scope)
@@ -94,6 +97,9 @@ async def collect_garbage(
         if stale and not dry_run:
             await spill.delete(ns, stale)
         report.deleted.extend((ns, digest) for digest in stale)
+    spill = core.spill
+    if spill is None:  # chunks belong to their scope's store: nothing to attribute
+        return report
     mine = f"{core.prefix}/"
     report.unattributed = sorted(
         ns for ns in await spill.namespaces() if ns.startswith(mine) and ns not in owned

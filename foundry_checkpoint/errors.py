@@ -61,10 +61,13 @@ class InvalidStateError(FoundryCheckpointError, ValueError):
 class CheckpointTooLargeError(FoundryCheckpointError):
     """A value is too large to store: over the 1 MB item limit with no spill store, or over 1 GiB.
 
-    Fix: pass ``spill=AzureBlobSpill(...)`` (hosted mode) or ``spill=LocalSpill(...)``, or set
-    the ``FOUNDRY_CHECKPOINT_BLOB_*`` environment variables. A serialized payload over 1 GiB is
-    refused even with a spill store (readers refuse to inflate anything larger): keep large
-    artifacts outside the graph's state and store a reference. Nothing was written.
+    The defaults leave no 1 MB wall: local mode spills to ``LocalSpill``, and hosted mode with
+    no spill store keeps a value over the item limit as chunk items of the thread's own store.
+    So it is raised for a payload over 1 GiB (refused even with a spill store: readers refuse
+    to inflate anything larger; keep large artifacts outside the graph's state and store a
+    reference), or when an item's key, tags and extra fields alone exceed the request budget.
+    For very large or many large values in hosted mode, pass ``spill=AzureBlobSpill(...)`` or
+    set the ``FOUNDRY_CHECKPOINT_BLOB_*`` environment variables. Nothing was written.
     """
 
 

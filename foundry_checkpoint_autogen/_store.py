@@ -556,7 +556,7 @@ class AutoGenStateStore(CoreOwner):
         orphans = sorted(
             {d for k in dropped if (d := _tags_of(k).get(_TAG_BLOB)) and d not in still}
         )
-        spill = self._core.spill
+        spill = scope.spill
         if orphans and spill is not None:
             namespace = await scope.namespace(create=False)
             if namespace is not None:

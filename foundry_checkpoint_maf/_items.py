@@ -207,7 +207,7 @@ class ContextItems:
             return False
         await scope.store.delete_item(key)
         digest = _codec.spilled_digest(item.value)
-        spill = self._core.spill
+        spill = scope.spill
         if digest is not None and spill is not None:
             namespace = await scope.namespace(create=False)
             if namespace is not None:

@@ -263,7 +263,7 @@ async def _collect_blobs(ctx: Context, scope: Scope, cutoff: float) -> None:
     started may be referenced by an item written after the prune listed the items; the
     grace leaves such blobs to ``gc``.
     """
-    spill = ctx.core.spill
+    spill = scope.spill
     if spill is None:
         return
     spill_ns = await scope.namespace(create=False)
@@ -367,11 +367,11 @@ async def _copy_item(
 
 
 async def _copy_blobs(ctx: Context, source: Scope, target: Scope, digests: set[str]) -> None:
-    spill = ctx.core.spill
+    spill, into = source.spill, target.spill
     if not digests:
         return
     src_ns = await source.namespace(create=False)
-    if spill is None or src_ns is None:
+    if spill is None or into is None or src_ns is None:
         raise MissingBlobError(
             f"cannot copy {source.where('-')}: its checkpoints reference spilled blobs and "
             "no spill store (or spill namespace) is available"
@@ -380,6 +380,6 @@ async def _copy_blobs(ctx: Context, source: Scope, target: Scope, digests: set[s
     assert dst_ns is not None
 
     async def one(digest: str) -> None:
-        await spill.put(dst_ns, await spill.get(src_ns, digest))
+        await into.put(dst_ns, await spill.get(src_ns, digest))
 
     await bounded(one(d) for d in sorted(digests))

@@ -275,7 +275,7 @@ async def load_entries(
     spilled = {e.digest for e in entries.values() if e.digest is not None}
     blobs: dict[str, bytes] = {}
     if spilled:
-        spill = ctx.core.spill
+        spill = scope.spill
         spill_ns = await scope.namespace(create=False)
         where = scope.where(checkpoint_key(record.ns, record.checkpoint_id))
         if spill is None or spill_ns is None:

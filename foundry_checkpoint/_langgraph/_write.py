@@ -206,12 +206,14 @@ async def _channel_table(
             fresh.append(name)
         else:
             absent[name] = versions[name]
-    spill = ctx.core.spill
+    spill = scope.spill
+    # Chunked into the thread's own store (no spill store): only what cannot fit an item.
+    threshold = _codec.INLINE_BUDGET if scope.chunked else SPILL_THRESHOLD
     large: list[str] = []
     for name in fresh:
         type_, data = ctx.serde.dumps_typed(values[name])
         table[name] = ChannelEntry(versions[name], type_, data, None, len(data))
-        if spill is not None and len(data) > SPILL_THRESHOLD:
+        if spill is not None and len(data) > threshold:
             large.append(name)
     if large:
         assert spill is not None

@@ -13,7 +13,6 @@ from typing import Any
 import pytest
 
 from foundry_checkpoint.errors import (
-    CheckpointTooLargeError,
     CorruptPayloadError,
     InvalidStateError,
 )
@@ -163,9 +162,10 @@ async def test_non_json_state_is_refused_and_nothing_written(
 async def test_large_state_spills(store_env: Any, make_store: MakeStore) -> None:
     state = _big_state(3 * 1024 * 1024)
     if store_env.mode == "hosted":
-        # no spill store configured in hosted mode: refused before anything is written
-        with pytest.raises(CheckpointTooLargeError):
-            await make_store().asave("conv", "team", "t", state)
+        # no spill store configured in hosted mode: chunk items of the scope's own store
+        await make_store().asave("conv", "team", "t", state)
+        assert await make_store().aload("conv", "team", "t") == state
+        assert await make_store().adelete("conv", "team", "t") == 1
         assert await make_store().aversions("conv", "team", "t") == []
         spill_dir = store_env.root / "spill"
         store = make_store(spill=LocalSpill(spill_dir))

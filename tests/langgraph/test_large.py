@@ -10,12 +10,11 @@ from collections import Counter
 from collections.abc import Callable, Iterable
 from typing import Any
 
-import pytest
 from langgraph.checkpoint.base import empty_checkpoint
 from langgraph.graph import END, START, StateGraph
 from typing_extensions import TypedDict
 
-from foundry_checkpoint import AzureBlobSpill, CheckpointTooLargeError, FoundryCheckpointer
+from foundry_checkpoint import AzureBlobSpill, FoundryCheckpointer
 from foundry_checkpoint.spill import BlobInfo, SpillStore
 from tests.langgraph._util import cfg
 
@@ -79,7 +78,7 @@ def _blobs(saver: FoundryCheckpointer, thread_id: str) -> set[str]:
     async def listing() -> set[str]:
         scope = await saver._core.scope(thread_id)
         ns = await scope.namespace(create=False)
-        spill = saver._core.spill
+        spill = scope.spill
         if ns is None or spill is None:
             return set()
         return {b.digest for b in await spill.list(ns)}
@@ -87,9 +86,11 @@ def _blobs(saver: FoundryCheckpointer, thread_id: str) -> set[str]:
     return saver._core.run(listing())
 
 
-def test_large_value_round_trips_locally_and_is_refused_hosted_without_spill(
+def test_large_value_round_trips_in_both_modes_with_nothing_configured(
     store_env: Any, make_saver: Callable[..., FoundryCheckpointer]
 ) -> None:
+    """Locally it spills to the default LocalSpill; hosted, with no spill store, into chunk
+    items of the thread's own store."""
     saver = make_saver()
     big = os.urandom(BIG)
     first = empty_checkpoint()
@@ -100,25 +101,17 @@ def test_large_value_round_trips_locally_and_is_refused_hosted_without_spill(
     second["channel_values"] = {"small": 1, "big": big}
     second["channel_versions"] = {"small": 1, "big": 1}
     config = cfg("big", parent["configurable"]["checkpoint_id"])
-    if store_env.mode == "local":
-        saver.put(config, second, {"source": "loop", "step": 0}, {"big": 1})
-        # A new instance (nothing in memory) reads it back from the item and the spilled blob.
-        got = make_saver().get_tuple(cfg("big"))
-        assert got is not None and got.checkpoint["id"] == second["id"]
-        assert got.checkpoint["channel_values"] == {"small": 1, "big": big}
-        assert len(_blobs(saver, "big")) == 1
-    else:
-        assert saver._core.spill is None
-        before = sorted(_items(saver, "big"))
-        with pytest.raises(CheckpointTooLargeError, match="Nothing was written"):
-            saver.put(config, second, {"source": "loop", "step": 0}, {"big": 1})
-        with pytest.raises(CheckpointTooLargeError):
-            saver.put_writes(parent, [("big", big)], "task-big")
-        # Nothing half-written: the thread still ends at the first checkpoint, no writes.
-        assert sorted(_items(saver, "big")) == before
-        latest = saver.get_tuple(cfg("big"))
-        assert latest is not None and latest.checkpoint["id"] == first["id"]
-        assert latest.pending_writes == []
+    saver.put(config, second, {"source": "loop", "step": 0}, {"big": 1})
+    # A new instance (nothing in memory) reads it back from the item and the spilled value.
+    got = make_saver().get_tuple(cfg("big"))
+    assert got is not None and got.checkpoint["id"] == second["id"]
+    assert got.checkpoint["channel_values"] == {"small": 1, "big": big}
+    assert len(_blobs(saver, "big")) == 1
+    if store_env.mode == "hosted":
+        assert saver._core.spill is None  # nothing configured: the chunks are items
+        saver.put_writes(parent, [("big", big)], "task-big")
+        found = make_saver().get_tuple(parent)
+        assert found is not None and found.pending_writes == [("task-big", "big", big)]
 
 
 class BigState(TypedDict, total=False):

@@ -116,14 +116,17 @@ def test_delete_for_runs_keeps_later_runs_whole(
 
 
 def test_prune_refuses_before_deleting_when_the_history_cannot_be_kept(
-    make_saver: Callable[..., FoundryCheckpointer], store_env: Any
+    make_saver: Callable[..., FoundryCheckpointer], store_env: Any, monkeypatch: Any
 ) -> None:
     """Without a spill store, a history larger than one item cannot be copied: prune raises and
     the thread is untouched."""
+    from foundry_checkpoint._core import Scope
     from foundry_checkpoint.errors import CheckpointTooLargeError
 
     saver = make_saver()
-    saver._core.spill = None  # no spill store (local mode would default to LocalSpill)
+    # no spill store (local mode defaults to LocalSpill, hosted mode to the thread's chunks)
+    saver._core.spill = None
+    monkeypatch.setattr(Scope, "spill", property(lambda self: None))
 
     def big(state: Any) -> dict[str, list[AnyMessage]]:
         n = len(state["messages"])
