@@ -89,6 +89,7 @@ from ._store._naming import (
 from ._store._protocol import ItemKey, RanksByTag, StateStoreLike, StoredItem
 from .errors import (
     FoundryCheckpointError,
+    MissingBlobError,
 )
 
 if TYPE_CHECKING:
@@ -275,6 +276,9 @@ class Scope:
             return self.core.spill
         if self.core.kind != "hosted":
             return None
+        return self._chunk_spill()
+
+    def _chunk_spill(self) -> ChunkSpill:
         if self._chunks is None:
             self._chunks = ChunkSpill(lambda: self.store)
         return self._chunks
@@ -348,7 +352,37 @@ class Scope:
     async def decode(self, value: Mapping[str, Any], *, key: str) -> bytes:
         """The payload of an item value written by :meth:`encode`."""
         ns = await self.namespace(create=False) if _codec.spilled_digest(value) else None
-        return await _codec.decode(value, spill=self.spill, namespace=ns, where=self.where(key))
+        where = self.where(key)
+        try:
+            return await _codec.decode(value, spill=self.spill, namespace=ns, where=where)
+        except MissingBlobError:
+            if ns is None or not self._chunks_behind():
+                raise
+            # Written before a spill store was configured: its chunks are in this scope's store.
+            return await _codec.decode(value, spill=self._chunk_spill(), namespace=ns, where=where)
+
+    async def read_blob(self, spill: SpillStore, namespace: str, digest: str) -> bytes:
+        """Blob ``digest`` from ``spill`` (this scope's :attr:`spill`), or, in hosted mode with a
+        spill store configured, from the chunks this scope's store kept before there was one.
+
+        Raises:
+            MissingBlobError: in neither place (the spill store's own error).
+        """
+        try:
+            return await spill.get(namespace, digest)
+        except MissingBlobError:
+            if not self._chunks_behind():
+                raise
+            chunks = self._chunk_spill()
+            try:
+                return await chunks.get(namespace, digest)
+            except MissingBlobError:
+                pass
+            raise
+
+    def _chunks_behind(self) -> bool:
+        """Whether values may also sit in chunks written before a spill store was configured."""
+        return self.core.kind == "hosted" and self.core.spill is not None
 
     async def touch(self) -> None:
         """Keep the scope's metadata and index entry alive under a TTL (cheap: rate-limited)."""

@@ -286,7 +286,7 @@ async def load_entries(
             )
         ordered = sorted(spilled)
         try:
-            got = await bounded(spill.get(spill_ns, d) for d in ordered)
+            got = await bounded(scope.read_blob(spill, spill_ns, d) for d in ordered)
         except MissingBlobError as exc:
             raise MissingBlobError(f"{where}: {exc}") from exc
         blobs = dict(zip(ordered, got, strict=True))

@@ -34,7 +34,7 @@ from azure.ai.agentserver.core import (
 )
 from langgraph.checkpoint.base import empty_checkpoint
 
-from foundry_checkpoint import FoundryCheckpointer
+from foundry_checkpoint import FoundryCheckpointer, LocalSpill
 from foundry_checkpoint._chunks import CHUNK_BYTES, CHUNK_KIND, ChunkSpill, chunk_key
 from foundry_checkpoint.emulator import FoundryEmulator
 from foundry_checkpoint.errors import CorruptPayloadError
@@ -381,3 +381,22 @@ def test_refresh_writes_old_chunks_again(emu: FoundryEmulator, options: dict[str
         )
     finally:
         saver.close()
+
+
+def test_chunks_stay_readable_after_a_spill_store_is_configured(
+    emu: FoundryEmulator, options: dict[str, Any], tmp_path: Path
+) -> None:
+    """A deployment that adds a blob store later keeps reading what it wrote as chunks."""
+    with FoundryCheckpointer(**options) as saver:
+        _put(saver, "t", FIVE_MB, 0)
+    assert _chunk_rows(emu, options["store_prefix"])
+
+    with FoundryCheckpointer(**options, spill=LocalSpill(tmp_path / "blobs")) as saver:
+        found = saver.get_tuple(_config("t"))
+        assert found is not None
+        assert bytes(found.checkpoint["channel_values"]["v"]) == FIVE_MB
+        _put(saver, "t", FIVE_MB + b"?", 1)  # new large values go to the configured store
+        found = saver.get_tuple(_config("t"))
+        assert found is not None
+        assert bytes(found.checkpoint["channel_values"]["v"]) == FIVE_MB + b"?"
+    assert any((tmp_path / "blobs").rglob("*"))
