@@ -11,8 +11,7 @@ from the carried call id alone.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager
 from typing import Any
 
 import pytest
@@ -40,6 +39,7 @@ from foundry_checkpoint_autogen import (
     durable_factory,
 )
 from foundry_checkpoint_autogen.testing import GRPC_OPTIONS, loopback_host
+from tests._request import in_request
 from tests.conftest import StoreEnv
 
 from ._agents import Add, Count, Counter
@@ -57,21 +57,15 @@ def context_user(request: pytest.FixtureRequest, store_env: StoreEnv) -> bool:
     return request.param == "context-user"
 
 
-@contextmanager
-def request_of(env: StoreEnv, user: str | None, *, with_user: bool = True) -> Iterator[None]:
+def request_of(
+    env: StoreEnv, user: str | None, *, with_user: bool = True
+) -> AbstractContextManager[None]:
     """A request of ``user`` as the hosts set it (None: no request at all)."""
-    context = (
-        FoundryAgentRequestContext()
-        if user is None
-        else FoundryAgentRequestContext(
-            call_id=env.call_id(user), user_id=user if with_user else None
-        )
+    if user is None:
+        return in_request(FoundryAgentRequestContext())
+    return in_request(
+        FoundryAgentRequestContext(call_id=env.call_id(user), user_id=user if with_user else None)
     )
-    token = set_request_context(context)
-    try:
-        yield
-    finally:
-        reset_request_context(token)
 
 
 def _agent_store(env: StoreEnv) -> AutoGenStateStore:

@@ -19,6 +19,7 @@ from foundry_checkpoint.errors import (
 from foundry_checkpoint.spill import LocalSpill
 from foundry_checkpoint_autogen import AutoGenStateStore
 from tests._counting_store import CountingStore
+from tests._request import in_request
 
 from .conftest import MakeStore
 
@@ -214,20 +215,15 @@ async def test_one_store_many_requests_keeps_no_per_request_state(
     """Per-request users (call ids) leave nothing behind in the object's write locks."""
     from azure.ai.agentserver.core import (
         FoundryAgentRequestContext,
-        reset_request_context,
-        set_request_context,
     )
 
     store = make_store()  # the agent's own identity; users arrive per request
 
     async def request(user: str, n: int) -> None:
         context = FoundryAgentRequestContext(call_id=store_env.call_id(user), user_id=user)
-        token = set_request_context(context)
-        try:
+        with in_request(context):
             await store.asave("conv", "agent", AGENT, {"n": n, "user": user})
             assert await store.aload("conv", "agent", AGENT) == {"n": n, "user": user}
-        finally:
-            reset_request_context(token)
 
     for n in range(3):
         await asyncio.gather(*(request(f"user-{i}", n) for i in range(5)))

@@ -21,7 +21,7 @@ import textwrap
 import time
 import uuid
 from collections.abc import Iterator
-from contextlib import closing, contextmanager
+from contextlib import AbstractContextManager, closing
 from pathlib import Path
 from typing import Any
 
@@ -29,8 +29,6 @@ import pytest
 from agent_framework import WorkflowCheckpoint
 from azure.ai.agentserver.core import (
     FoundryAgentRequestContext,
-    reset_request_context,
-    set_request_context,
 )
 from langgraph.checkpoint.base import empty_checkpoint
 
@@ -40,6 +38,7 @@ from foundry_checkpoint.emulator import FoundryEmulator
 from foundry_checkpoint.errors import CorruptPayloadError
 from foundry_checkpoint_autogen import AutoGenStateStore
 from foundry_checkpoint_maf import FoundryCheckpointStorage
+from tests._request import in_request
 
 pytestmark = pytest.mark.emulator
 
@@ -120,13 +119,8 @@ def _put(
     )
 
 
-@contextmanager
-def _request(emu: FoundryEmulator, user: str) -> Iterator[None]:
-    token = set_request_context(FoundryAgentRequestContext(call_id=emu.mint_call(user)))
-    try:
-        yield
-    finally:
-        reset_request_context(token)
+def _request(emu: FoundryEmulator, user: str) -> AbstractContextManager[None]:
+    return in_request(FoundryAgentRequestContext(call_id=emu.mint_call(user)))
 
 
 _RESUME = textwrap.dedent(

@@ -23,8 +23,6 @@ from typing import Any, cast
 import pytest
 from azure.ai.agentserver.core import (
     FoundryAgentRequestContext,
-    reset_request_context,
-    set_request_context,
 )
 from azure.ai.agentserver.core.storage import (
     FoundryStateStore,
@@ -37,6 +35,7 @@ from foundry_checkpoint._store._engine import StateEngine
 from foundry_checkpoint._store._protocol import StateStoreLike
 from foundry_checkpoint._store._sdk_local import LockedSdkStore
 from foundry_checkpoint.emulator import FoundryEmulator
+from tests._request import in_request as request_context
 
 from ._harness import client_kwargs, emulator_factory, hosted_env, local_env, local_factory
 from .scenarios import SCENARIOS, ScenarioClock, StoreFactory
@@ -91,12 +90,8 @@ class _PerRequest:
         emu: FoundryEmulator, user: str, call: Callable[[], Awaitable[Any]]
     ) -> Any:
         """Await ``call()`` as a new request of ``user``."""
-        context = FoundryAgentRequestContext(call_id=emu.mint_call(user), user_id=user)
-        token = set_request_context(context)
-        try:
+        with request_context(FoundryAgentRequestContext(call_id=emu.mint_call(user), user_id=user)):
             return await call()
-        finally:
-            reset_request_context(token)
 
     @property
     def name(self) -> str:

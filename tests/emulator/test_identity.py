@@ -12,32 +12,26 @@ import signal
 import subprocess
 import sys
 import uuid
-from collections.abc import AsyncIterator, Callable, Iterator
-from contextlib import asynccontextmanager, contextmanager
+from collections.abc import AsyncIterator, Callable
+from contextlib import AbstractContextManager, asynccontextmanager
 from pathlib import Path
 from typing import Any
 
 import pytest
 from azure.ai.agentserver.core import (
     FoundryAgentRequestContext,
-    reset_request_context,
-    set_request_context,
 )
 from azure.ai.agentserver.core.storage import FoundryStateStore, FoundryStorageApiError
 
 from foundry_checkpoint.emulator import FoundryEmulator
+from tests._request import in_request
 
 from ._harness import client_kwargs, hosted_env
 
 
-@contextmanager
-def request_for(call_id: str | None, user_id: str | None = None) -> Iterator[None]:
+def request_for(call_id: str | None, user_id: str | None = None) -> AbstractContextManager[None]:
     """Run the body as the hosts do: inside a request context carrying the platform headers."""
-    token = set_request_context(FoundryAgentRequestContext(call_id=call_id, user_id=user_id))
-    try:
-        yield
-    finally:
-        reset_request_context(token)
+    return in_request(FoundryAgentRequestContext(call_id=call_id, user_id=user_id))
 
 
 @pytest.fixture

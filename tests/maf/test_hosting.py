@@ -14,12 +14,11 @@ from azure.ai.agentserver.core import (
     AgentConfig,
     FoundryAgentRequestContext,
     get_request_context,
-    reset_request_context,
-    set_request_context,
 )
 
 from foundry_checkpoint.errors import InvalidArgumentError
 from foundry_checkpoint_maf import FoundryCheckpointStorage, FoundryCheckpointStorageProvider
+from tests._request import in_request
 
 from . import _workflows as wf
 
@@ -96,11 +95,8 @@ async def test_storage_forwards_the_request_call_id(store_env: Any, provider: An
         config=_config(store_env.mode == "hosted"), context_id="conv-call", platform_context=request
     )
     await storage.save(WorkflowCheckpoint(workflow_name="w", graph_signature_hash="g"))
-    token = set_request_context(request)  # the scope (and its client) this request uses
-    try:
+    with in_request(request):  # the scope (and its client) this request uses
         scope = await storage._core.arun(storage._core.scope("conv-call"))
-    finally:
-        reset_request_context(token)
     recorder = _CallIdRecorder(scope.store)
     scope.store = recorder
     assert get_request_context().call_id is None  # nothing set on the caller's side

@@ -25,7 +25,7 @@ import random
 import sqlite3
 import uuid
 from collections.abc import Callable, Iterator
-from contextlib import closing, contextmanager
+from contextlib import AbstractContextManager, closing
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -35,8 +35,6 @@ from agent_framework import WorkflowCheckpoint
 from azure.ai.agentserver.core import (
     AgentConfig,
     FoundryAgentRequestContext,
-    reset_request_context,
-    set_request_context,
 )
 from langgraph.checkpoint.base import empty_checkpoint
 
@@ -44,6 +42,7 @@ from foundry_checkpoint import FoundryCheckpointer, LocalSpill
 from foundry_checkpoint.emulator import FoundryEmulator
 from foundry_checkpoint_autogen import AutoGenStateStore
 from foundry_checkpoint_maf import FoundryCheckpointStorageProvider
+from tests._request import in_request
 
 pytestmark = pytest.mark.emulator
 
@@ -88,13 +87,8 @@ class World:
             call_id=self.emu.mint_call(user), user_id=user if self.context_user else None
         )
 
-    @contextmanager
-    def request(self, user: str) -> Iterator[None]:
-        token = set_request_context(self.context(user))
-        try:
-            yield
-        finally:
-            reset_request_context(token)
+    def request(self, user: str) -> AbstractContextManager[None]:
+        return in_request(self.context(user))
 
     def partition(self, user: str) -> str:
         """The emulator partition ``user``'s data lands in (strict mode: the token's user)."""

@@ -18,9 +18,9 @@ from __future__ import annotations
 import asyncio
 import random
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import contextmanager
+from contextlib import AbstractContextManager
 from typing import Any, TypedDict
 
 import pytest
@@ -28,13 +28,12 @@ from agent_framework import WorkflowCheckpoint
 from azure.ai.agentserver.core import (
     AgentConfig,
     FoundryAgentRequestContext,
-    reset_request_context,
-    set_request_context,
 )
 from langgraph.graph import END, START, StateGraph
 
 from foundry_checkpoint import AzureBlobSpill, FoundryCheckpointer
 from foundry_checkpoint_maf import FoundryCheckpointStorageProvider
+from tests._request import in_request
 from tests.conftest import StoreEnv
 
 #: The same spilled value for every user (over the 256 KiB spill threshold).
@@ -86,13 +85,8 @@ class Users:
             call_id=self.env.call_id(user), user_id=user if self.with_user_id else None
         )
 
-    @contextmanager
-    def request(self, user: str) -> Iterator[None]:
-        token = set_request_context(self.context(user))
-        try:
-            yield
-        finally:
-            reset_request_context(token)
+    def request(self, user: str) -> AbstractContextManager[None]:
+        return in_request(self.context(user))
 
 
 def _spill(env: StoreEnv, request: pytest.FixtureRequest) -> dict[str, Any]:

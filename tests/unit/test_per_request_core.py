@@ -2,30 +2,23 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager
 from typing import Any
 
 import pytest
 from azure.ai.agentserver.core import (
     FoundryAgentRequestContext,
-    reset_request_context,
-    set_request_context,
 )
 
 from foundry_checkpoint import FoundryCheckpointer
 from foundry_checkpoint._core import Caller, current_caller
 from foundry_checkpoint_maf import FoundryCheckpointStorage
+from tests._request import in_request
 from tests.conftest import StoreEnv
 
 
-@contextmanager
-def request(call_id: str | None = None, user_id: str | None = None) -> Iterator[None]:
-    token = set_request_context(FoundryAgentRequestContext(call_id=call_id, user_id=user_id))
-    try:
-        yield
-    finally:
-        reset_request_context(token)
+def request(call_id: str | None = None, user_id: str | None = None) -> AbstractContextManager[None]:
+    return in_request(FoundryAgentRequestContext(call_id=call_id, user_id=user_id))
 
 
 def test_hosted_caller_rule() -> None:
