@@ -44,7 +44,7 @@ from foundry_checkpoint.errors import (
     InvalidArgumentError,
 )
 
-from ._unpickle import Blocked, Damaged, Refusal, Tampered
+from ._unpickle import Blocked, Damaged, Refusal, Tampered, key_of
 from ._unpickle import loads as _unpickle_loads
 
 logger = logging.getLogger("foundry_checkpoint_maf")
@@ -110,7 +110,7 @@ def type_keys(types: Iterable[type | str] | None) -> frozenset[str]:
     keys: set[str] = set()
     for item in types:
         if isinstance(item, type):
-            keys.add(f"{item.__module__}:{item.__qualname__}")
+            keys.add(key_of(item))
         elif isinstance(item, str):
             module, sep, qualname = item.partition(":")
             if not sep or not module or not qualname:
@@ -214,10 +214,6 @@ _TYPE_MARKER: Final = "__type__"
 _MAX_DEPTH: Final = 200
 
 
-def _key_of(cls: type) -> str:
-    return f"{cls.__module__}:{cls.__qualname__}"
-
-
 def _unpickle(envelope: dict[str, Any], allowed: frozenset[str]) -> Any:
     data, expected = envelope[_PICKLE_MARKER], envelope[_TYPE_MARKER]
     if not isinstance(data, str) or not isinstance(expected, str):
@@ -227,9 +223,9 @@ def _unpickle(envelope: dict[str, Any], allowed: frozenset[str]) -> Any:
     except (UnicodeEncodeError, binascii.Error) as exc:
         raise CorruptPayloadError(f"a pickle envelope is not base64: {exc}") from exc
     value = _unpickle_loads(raw, allowed)
-    if _key_of(type(value)) != expected:
+    if key_of(type(value)) != expected:
         raise CorruptPayloadError(
-            f"a pickle envelope records type {expected!r} but holds {_key_of(type(value))!r}"
+            f"a pickle envelope records type {expected!r} but holds {key_of(type(value))!r}"
         )
     return value
 
@@ -373,10 +369,8 @@ def _checkpoint_from(
     where = f"checkpoint {checkpoint_id!r}"
     try:
         decoded = _decode_value(encoded, _admitted(allowed), verifying=verifying)
-    except Blocked as exc:
-        raise CheckpointTypeBlockedError(_blocked_message(exc, where), exc.type_key) from exc
-    except Tampered as exc:
-        if verifying:
+    except (Blocked, Tampered) as exc:
+        if isinstance(exc, Blocked) or verifying:  # at save time a refusal is a blocked type
             raise CheckpointTypeBlockedError(
                 _blocked_message(exc, where), exc.type_key or "?"
             ) from exc

@@ -76,7 +76,7 @@ import uuid
 from collections.abc import Callable, Iterable
 from typing import Any, Final, NoReturn
 
-__all__ = ["Blocked", "Damaged", "Refusal", "Tampered", "loads"]
+__all__ = ["Blocked", "Damaged", "Refusal", "Tampered", "key_of", "loads"]
 
 
 class Refusal(Exception):
@@ -116,9 +116,16 @@ _VALUE_CLASSES: Final[tuple[type, ...]] = (
     datetime.timezone, uuid.UUID, decimal.Decimal, collections.OrderedDict,
     collections.defaultdict, collections.deque, collections.Counter,
 )  # fmt: skip
+
+
+def key_of(cls: type) -> str:
+    """The ``"module:qualname"`` a pickle envelope and the allow-lists name ``cls`` by."""
+    return f"{cls.__module__}:{cls.__qualname__}"
+
+
 # Plain value types, by the key pickle names them with: admitted as classes (values, NEWOBJ
 # when they build from ``object.__new__``) and, for some, called through a checked builder.
-_VALUE_CLASS_BY_KEY: Final = {f"{c.__module__}:{c.__qualname__}": c for c in _VALUE_CLASSES}
+_VALUE_CLASS_BY_KEY: Final = {key_of(c): c for c in _VALUE_CLASSES}
 VALUE_TYPE_KEYS: Final = frozenset(_VALUE_CLASS_BY_KEY)
 
 # Bases that make a class a callable wrapper or an evaluator of strings: refused even when the
@@ -146,10 +153,6 @@ _COPY_ALLOWANCE: Final = 1 << 20
 _ITEM: Final = 8
 
 
-def _key_of(cls: type) -> str:
-    return f"{cls.__module__}:{cls.__qualname__}"
-
-
 def _static(cls: type, name: str) -> Any:
     """``name`` as the class defines it (first in its MRO), without running any lookup hook."""
     for base in cls.__mro__:
@@ -157,6 +160,11 @@ def _static(cls: type, name: str) -> Any:
         if found is not _MISSING:
             return found
     return _MISSING
+
+
+def _has_dict(cls: type) -> bool:
+    """Whether instances of ``cls`` have a ``__dict__`` (as the class itself defines it)."""
+    return isinstance(_static(cls, "__dict__"), types.GetSetDescriptorType)
 
 
 _MISSING: Final = object()
@@ -391,13 +399,13 @@ class _Decoder:
         """The reference for ``found``, which the stream names as ``key``."""
         if not isinstance(found, type):
             return _Ref(key, "bad", why=f"a pickle names '{key}', which is not a class")
-        if _key_of(found) != key:
-            why = f"a pickle names '{key}', which is '{_key_of(found)}' re-exported"
+        if key_of(found) != key:
+            why = f"a pickle names '{key}', which is '{key_of(found)}' re-exported"
             return _Ref(key, "bad", why=why)
         if issubclass(found, type) or type(found) not in self.metas:
             why = f"a pickle names '{key}', a metaclass or a class of a foreign metaclass"
             return _Ref(key, "bad", why=why)
-        if any(_key_of(base) in _REFUSED_BASE_KEYS for base in found.__mro__):
+        if any(key_of(base) in _REFUSED_BASE_KEYS for base in found.__mro__):
             why = f"a pickle names '{key}', a callable wrapper or an evaluator of strings"
             return _Ref(key, "bad", why=why)
         if key in self.allowed and key not in VALUE_TYPE_KEYS:
@@ -509,13 +517,13 @@ class _Decoder:
         if special is not None and special[0] is setstate:
             special[1](obj, state)
             return
-        if _key_of(cls) in self.allowed:  # the application's own class, its own hook
+        if key_of(cls) in self.allowed:  # the application's own class, its own hook
             obj.__setstate__(state)
             return
         raise Blocked(
             "it defines __setstate__, which is called only for classes named in "
             "allowed_checkpoint_types",
-            _key_of(cls),
+            key_of(cls),
         )
 
 
@@ -535,7 +543,7 @@ def _children(obj: Any, mine: dict[int, Any]) -> list[Any]:
     if mine.get(id(obj)) is not obj:
         return []  # not built here (a date, a decimal...): nothing of the stream inside
     found: list[Any] = []
-    if isinstance(_static(type(obj), "__dict__"), types.GetSetDescriptorType):
+    if _has_dict(type(obj)):
         found.extend(object.__getattribute__(obj, "__dict__").values())
     for base in type(obj).__mro__:
         slots = vars(base).get("__slots__", ())
@@ -599,12 +607,12 @@ def _is_namedtuple_new(cls: type, new: Any) -> bool:
 
 
 def _enum_member(cls: enum.EnumMeta, value: Any, key: str) -> Any:
-    members: list[Any] = list(cls.__members__.values())
     try:
         found = cls._value2member_map_.get(value, _MISSING)
     except TypeError:  # an unhashable value
         found = _MISSING
     if found is _MISSING:
+        members: Iterable[Any] = cls.__members__.values()
         found = next(
             (m for m in members if type(m._value_) is type(value) and m._value_ == value), _MISSING
         )
@@ -628,7 +636,7 @@ def _check_names(cls: type, names: Iterable[Any], *, slots_ok: bool) -> None:
     namespaces = [vars(base) for base in cls.__mro__]
     for name in names:
         if type(name) is not str:
-            raise Tampered(f"state of '{_key_of(cls)}' holds a non-string attribute name")
+            raise Tampered(f"state of '{key_of(cls)}' holds a non-string attribute name")
         found: Any = _MISSING
         for namespace in namespaces:
             if name in namespace:
@@ -640,38 +648,39 @@ def _check_names(cls: type, names: Iterable[Any], *, slots_ok: bool) -> None:
             continue
         if hasattr(type(found), "__get__"):
             raise Tampered(
-                f"state of '{_key_of(cls)}' sets {name!r}, which the class implements", _key_of(cls)
+                f"state of '{key_of(cls)}' sets {name!r}, which the class implements", key_of(cls)
             )
 
 
 def _default_build(obj: Any, state: Any) -> None:
     """pickle's own BUILD without ``__setstate__``: the ``__dict__`` part, then the slots."""
     cls = type(obj)
+    has_dict = _has_dict(cls)
     slot_state = None
     if isinstance(state, tuple) and len(state) == 2:
         state, slot_state = state
     if state is not None:
         if not isinstance(state, dict):
-            raise Tampered(f"state of '{_key_of(cls)}' is not a dict")
+            raise Tampered(f"state of '{key_of(cls)}' is not a dict")
         _check_names(cls, state, slots_ok=False)
         if state:
-            if not isinstance(_static(cls, "__dict__"), types.GetSetDescriptorType):
-                raise Tampered(f"state of '{_key_of(cls)}' needs a __dict__ it does not have")
+            if not has_dict:
+                raise Tampered(f"state of '{key_of(cls)}' needs a __dict__ it does not have")
             inst_dict = object.__getattribute__(obj, "__dict__")
             for name, value in state.items():
                 inst_dict[sys.intern(name)] = value
     if slot_state is not None:
         if not isinstance(slot_state, dict):
-            raise Tampered(f"slot state of '{_key_of(cls)}' is not a dict")
+            raise Tampered(f"slot state of '{key_of(cls)}' is not a dict")
         _check_names(cls, slot_state, slots_ok=True)
         for name, value in slot_state.items():
             slot = _static(cls, name)
             if isinstance(slot, types.MemberDescriptorType):
                 slot.__set__(obj, value)
-            elif isinstance(_static(cls, "__dict__"), types.GetSetDescriptorType):
+            elif has_dict:
                 object.__getattribute__(obj, "__dict__")[sys.intern(name)] = value
             else:
-                raise Tampered(f"slot state of '{_key_of(cls)}' names {name!r}, which is no slot")
+                raise Tampered(f"slot state of '{key_of(cls)}' names {name!r}, which is no slot")
 
 
 def _pydantic_setstate(obj: Any, state: Any) -> None:
@@ -679,21 +688,21 @@ def _pydantic_setstate(obj: Any, state: Any) -> None:
     cls = type(obj)
     expected = {"__dict__", "__pydantic_extra__", "__pydantic_fields_set__", "__pydantic_private__"}
     if not isinstance(state, dict) or not set(state) <= expected:
-        raise Tampered(f"state of model '{_key_of(cls)}' is not a pydantic model state")
+        raise Tampered(f"state of model '{key_of(cls)}' is not a pydantic model state")
     fields = state.get("__dict__", {})
     fields_set = state.get("__pydantic_fields_set__", set())
     extra = state.get("__pydantic_extra__")
     private = state.get("__pydantic_private__")
     if not isinstance(fields, dict) or not isinstance(fields_set, set):
-        raise Tampered(f"state of model '{_key_of(cls)}' is not a pydantic model state")
+        raise Tampered(f"state of model '{key_of(cls)}' is not a pydantic model state")
     for part in (extra, private):
         if part is not None and not (
             isinstance(part, dict) and all(isinstance(k, str) for k in part)
         ):
-            raise Tampered(f"state of model '{_key_of(cls)}' is not a pydantic model state")
+            raise Tampered(f"state of model '{key_of(cls)}' is not a pydantic model state")
     _check_names(cls, fields, slots_ok=False)
     if not all(type(name) is str for name in fields_set):
-        raise Tampered(f"state of model '{_key_of(cls)}' is not a pydantic model state")
+        raise Tampered(f"state of model '{key_of(cls)}' is not a pydantic model state")
     object.__setattr__(obj, "__pydantic_fields_set__", fields_set)
     object.__setattr__(obj, "__pydantic_extra__", extra)
     object.__setattr__(obj, "__pydantic_private__", private)
@@ -707,7 +716,7 @@ def _dataclass_setstate(obj: Any, state: Any) -> None:
     cls = type(obj)
     fields = dataclasses.fields(cls)
     if not isinstance(state, (list, tuple)) or len(state) != len(fields):
-        raise Tampered(f"state of dataclass '{_key_of(cls)}' does not match its fields")
+        raise Tampered(f"state of dataclass '{key_of(cls)}' does not match its fields")
     for field, value in zip(fields, state, strict=True):
         object.__setattr__(obj, field.name, value)
 
@@ -731,7 +740,7 @@ def _framework_setstate(obj: Any, state: Any) -> None:
     parts = state if isinstance(state, tuple) and len(state) == 2 else (state,)
     for part in parts:
         if not isinstance(part, dict):
-            raise Tampered(f"state of '{_key_of(cls)}' is not a dict")
+            raise Tampered(f"state of '{key_of(cls)}' is not a dict")
         _check_names(cls, part, slots_ok=True)
     obj.__setstate__(state)
 
@@ -744,7 +753,7 @@ def _content_setstate(obj: Any, state: Any) -> None:
     if isinstance(state, tuple) and len(state) == 2 and all(isinstance(p, dict) for p in state):
         merged = {**state[0], **state[1]}
     if not isinstance(merged, dict):
-        raise Tampered(f"state of '{_key_of(type(obj))}' is not a dict")
+        raise Tampered(f"state of '{key_of(type(obj))}' is not a dict")
     plain = (
         type(merged.get("type")) is str
         and type(merged.get("additional_properties", {})) is dict
@@ -752,7 +761,7 @@ def _content_setstate(obj: Any, state: Any) -> None:
         and type(merged.get("hosted")) in (bool, type(None))
     )
     if not plain:
-        raise Tampered(f"state of '{_key_of(type(obj))}' is not the content state MAF writes")
+        raise Tampered(f"state of '{key_of(type(obj))}' is not the content state MAF writes")
     _framework_setstate(obj, state)
 
 
@@ -839,8 +848,6 @@ def _read_arg(
     data: bytes, i: int, end: int, kind: int, size: int, op: pickletools.OpcodeInfo
 ) -> tuple[Any, int]:
     """The argument of the opcode whose argument starts at ``i``, and where the next starts."""
-    if kind == _NONE:
-        return None, i
     if i + size > end:
         raise Damaged(f"the pickle ends inside the argument of {op.name}")
     if kind == _FIXED:
