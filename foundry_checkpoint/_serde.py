@@ -167,11 +167,11 @@ class StrictSerializer(JsonPlusSerializer):
             >>> wide is serde.widened(frozenset({("my_app.models", "Item")})), serde.allowed
             (True, frozenset())
         """
-        if not extra or extra <= self.allowed:
+        if not extra:
             return self
         clone = self._clones.get(extra)
         if clone is None:
-            clone = self.with_msgpack_allowlist(extra)
+            clone = self.with_msgpack_allowlist(extra)  # self when extra adds nothing
             with self._lock:
                 if len(self._clones) >= _CLONES:
                     self._clones.clear()
@@ -465,11 +465,4 @@ def _unreadable(cls: type, refused: UnsafeValueError, names: list[tuple[str, str
         f"cannot store a {listed}: not in the msgpack allow-list, so no process could read it "
         f"back; nothing was written. Declare {short} in the graph's state (or a node's input) "
         f"schema, or allow it: FoundryCheckpointer().with_allowlist([{pairs}])"
-    )
-    module, name = refused.names
-    return (
-        f"cannot store a {module}.{name}: it is not in the msgpack allow-list, so no process "
-        f"could read it back; nothing was written. Declare {name} in the graph's state (or a "
-        "node's input) schema, or allow it: "
-        f"FoundryCheckpointer().with_allowlist([({module!r}, {name!r})])"
     )

@@ -159,6 +159,8 @@ def caller_types(
         if own is not None:
             return own.allowed
     scope = _run_of(config)
+    if not graphs and scope is not None and scope.allowed:
+        return scope.allowed  # a run's background save: the types its first read found
     allowed = set(scope.allowed) if scope is not None else set()
     for graph in graphs:
         allowed |= graph_types(graph)
