@@ -54,6 +54,7 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Final
 
 from ._aio import bounded
+from ._codec import MAX_PAYLOAD
 from ._offload import offload
 from ._store._listing import all_keys
 from ._store._naming import item_key
@@ -79,7 +80,7 @@ envelope of the create request well inside the store's 1,000,000-byte item limit
 CHUNK_KIND: Final = "chunk"
 """The ``kind`` tag of a blob's head chunk."""
 
-_MAX_CHUNKS: Final = (1 << 30) // CHUNK_BYTES + 1
+_MAX_CHUNKS: Final = MAX_PAYLOAD // CHUNK_BYTES + 1
 """The most chunks a blob can have (a blob is at most the codec's 1 GiB payload limit)."""
 
 _HEAD_TAGS: Final = {"kind": CHUNK_KIND}

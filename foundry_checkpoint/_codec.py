@@ -83,7 +83,7 @@ __all__ = [
     "spilled_digest",
 ]
 
-INLINE_BUDGET: Final = 1_000_000
+INLINE_BUDGET: Final = ITEM_LIMIT
 """Largest create-request body (key + value + tags as JSON) written inline: the item limit on
 its stricter reading of "1 MB" (10**6 bytes), measured on the whole body, so the value alone
 (what the limit counts) is smaller by the key, the tags and the envelope."""

@@ -249,7 +249,7 @@ class Scope:
         self._namespace: str | None = None
         self._touched = 0.0
         self._lock = asyncio.Lock()
-        self._chunks: ChunkSpill | None = None
+        self._chunks = ChunkSpill(lambda: self.store)
 
     @property
     def name(self) -> str:
@@ -272,16 +272,7 @@ class Scope:
     def spill(self) -> SpillStore | None:
         """Where this scope's values over the item limit go: the core's spill store when one
         is configured, else (hosted mode) chunk items of the scope's own store."""
-        if self.core.spill is not None:
-            return self.core.spill
-        if self.core.kind != "hosted":
-            return None
-        return self._chunk_spill()
-
-    def _chunk_spill(self) -> ChunkSpill:
-        if self._chunks is None:
-            self._chunks = ChunkSpill(lambda: self.store)
-        return self._chunks
+        return self._chunks if self.chunked else self.core.spill
 
     @property
     def chunked(self) -> bool:
@@ -359,7 +350,7 @@ class Scope:
             if ns is None or not self._chunks_behind():
                 raise
             # Written before a spill store was configured: its chunks are in this scope's store.
-            return await _codec.decode(value, spill=self._chunk_spill(), namespace=ns, where=where)
+            return await _codec.decode(value, spill=self._chunks, namespace=ns, where=where)
 
     async def read_blob(self, spill: SpillStore, namespace: str, digest: str) -> bytes:
         """Blob ``digest`` from ``spill`` (this scope's :attr:`spill`), or, in hosted mode with a
@@ -373,7 +364,7 @@ class Scope:
         except MissingBlobError:
             if not self._chunks_behind():
                 raise
-            chunks = self._chunk_spill()
+            chunks = self._chunks
             try:
                 return await chunks.get(namespace, digest)
             except MissingBlobError:
@@ -396,10 +387,9 @@ class Scope:
         if item is not None and ttl != -1:
             await self.store.set_item(_META_KEY, dict(item.value), tags=_META_TAGS)
             ns = item.value.get("ns") if item.value else None
-            spill = self.spill
-            if isinstance(spill, ChunkSpill) and isinstance(ns, str):
+            if self.chunked and isinstance(ns, str):
                 # chunks a live item references outlive the TTL although none is written again
-                await spill.refresh(ns, time.time() - ttl / 2)
+                await self._chunks.refresh(ns, time.time() - ttl / 2)
 
     async def keys(self, tags: Mapping[str, str] | None = None) -> list[ItemKey]:
         """Every key of this scope matching ``tags`` (all pages)."""

@@ -114,10 +114,12 @@ class LocalSpill(AsyncClosing):
         return f"LocalSpill({str(self._absolute())!r}, fsync={self._fsync!r})"
 
     def _path(self, namespace: str, digest: str | None = None) -> Path:
-        """The path of a namespace or blob (names checked; call it in the worker thread, as
-        :meth:`_inside`, which checks where the path leads)."""
+        """The path of a namespace or blob, names checked and checked by :meth:`_inside` to lead
+        under the root (call it in the worker thread: it resolves links)."""
         folder = self._absolute().joinpath(*check_namespace(namespace).split("/"))
-        return folder if digest is None else folder / check_digest(digest)
+        path = folder if digest is None else folder / check_digest(digest)
+        self._inside(path)
+        return path
 
     def _inside(self, path: Path) -> None:
         """Raise unless ``path``, with every symbolic link resolved, lies under the root.
@@ -162,7 +164,6 @@ class LocalSpill(AsyncClosing):
 
     def _put_sync(self, namespace: str, digest: str, data: bytes) -> None:
         path = self._path(namespace, digest)
-        self._inside(path)
         for _ in range(5):
             try:
                 os.utime(path)  # present: refresh mtime, do not rewrite
@@ -216,10 +217,8 @@ class LocalSpill(AsyncClosing):
         return await asyncio.to_thread(self._delete_sync, namespace, names)
 
     def _delete_sync(self, namespace: str, digests: builtins.list[str]) -> int:
-        folder = self._path(namespace)
+        folder = self._path(namespace)  # first: a linked folder is refused before any blob
         paths = [self._path(namespace, digest) for digest in digests]
-        for path in (folder, *paths):
-            self._inside(path)
         removed = 0
         for path in paths:
             try:
@@ -237,7 +236,6 @@ class LocalSpill(AsyncClosing):
 
     def _delete_namespace_sync(self, namespace: str) -> int:
         folder = self._path(namespace)
-        self._inside(folder)
         removed = 0
         for entry in _scan(folder):
             if not entry.is_file(follow_symlinks=False):
@@ -269,7 +267,6 @@ class LocalSpill(AsyncClosing):
 
     def _list_sync(self, namespace: str) -> builtins.list[BlobInfo]:
         folder = self._path(namespace)
-        self._inside(folder)
         infos: builtins.list[BlobInfo] = []
         for entry in _scan(folder):
             if not DIGEST_RE.fullmatch(entry.name):
@@ -303,7 +300,6 @@ class LocalSpill(AsyncClosing):
         """The blob's bytes and their sha256: one worker-thread hop for the check of the path,
         the read and the hash."""
         path = self._path(namespace, digest)
-        self._inside(path)
         data = path.read_bytes()
         return data, hashlib.sha256(data).hexdigest()
 
