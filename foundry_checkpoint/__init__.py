@@ -28,9 +28,11 @@ from .errors import (
     InvalidIdentifierError,
     IsolationRefusedError,
     MissingBlobError,
+    PayloadNotFoundError,
     UnreadableValueError,
     UnsafeValueError,
 )
+from .payloads import PayloadRef, PayloadStore
 from .spill import LocalSpill, SpillStore
 
 if TYPE_CHECKING:
@@ -51,6 +53,9 @@ __all__ = [
     "IsolationRefusedError",
     "LocalSpill",
     "MissingBlobError",
+    "PayloadNotFoundError",
+    "PayloadRef",
+    "PayloadStore",
     "SpillStore",
     "StrictSerializer",
     "UnreadableValueError",

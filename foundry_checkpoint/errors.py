@@ -24,6 +24,7 @@ __all__ = [
     "IsolationRefusedError",
     "MissingBlobError",
     "MissingDependencyError",
+    "PayloadNotFoundError",
     "UnreadableValueError",
     "UnsafeValueError",
     "UntrustedDelegationError",
@@ -186,4 +187,19 @@ class UnreadableValueError(FoundryCheckpointError, TypeError):
         True
         >>> issubclass(UnreadableValueError, CorruptPayloadError)
         False
+    """
+
+
+class PayloadNotFoundError(FoundryCheckpointError):
+    """A payload reference names nothing the current user can read.
+
+    Raised by :meth:`~foundry_checkpoint.PayloadStore.get` when the payload was deleted, expired
+    (a payload lives ``item_ttl_seconds`` after it was put), was put by another end user (each
+    user reads only their own partition), was put under another ``store_prefix`` or backend,
+    or lost its stored bytes. Put the payload again and pass the new reference; a task handler
+    that cannot get its input back should fail the task rather than retry.
+
+    Example:
+        >>> issubclass(PayloadNotFoundError, FoundryCheckpointError)
+        True
     """
