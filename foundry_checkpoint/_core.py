@@ -1,4 +1,4 @@
-"""The shared core of both adapters: backend choice, store registry, spill namespaces, codec.
+"""The shared core of every adapter: store registry, per-request identity, spill namespaces.
 
 An adapter owns one :class:`CheckpointCore`. It maps a scope (a LangGraph thread id, a MAF
 context id) to one store under the adapter's prefix, opens each store once per process with
@@ -47,22 +47,22 @@ every store client (:class:`~._store._hosted.HostedClients`, closed by ``close()
 :data:`MAX_OPEN_STORES` store clients (least recently used first out; a client holds no
 connection of its own) and at most :data:`MAX_SCOPES` per-(user, scope) entries, however many
 threads a process serves. Reads of a scope whose store does not exist do not create it (one
-store GET); the first write does. Opening a store of each backend is
-:class:`~._store._backends.StoreFactory`'s job.
+store GET); the first write does.
+
+**The backend** is one object (:class:`~._store._backend.Backend`), chosen once per core by
+:func:`~._store._backends.choose_backend`: it opens and binds the clients, says who a call is
+for (the rules above are its :meth:`~._store._backend.Backend.caller`), where the data lives,
+whether values are compressed and where large values go. Nothing here asks which backend it is.
 """
 
 from __future__ import annotations
 
 import asyncio
-import os
 import secrets
 import time
 from collections.abc import Awaitable, Callable, Coroutine, Mapping
-from dataclasses import dataclass
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final, Literal, TypeVar, overload
 
-from azure.ai.agentserver.core import get_request_context
 from azure.ai.agentserver.core.storage import JSONObject
 
 from . import _codec
@@ -72,12 +72,8 @@ from ._gc import GcReport, collect_garbage
 from ._loop import LoopThread
 from ._lru import Lru
 from ._options import StoreOptions
-from ._store._backends import BackendKind, LocalBackend, StoreFactory
-from ._store._embedded import DEFAULT_USER, default_state_root
-from ._store._hosted import HostedClients, hosted
-from ._store._limits import (
-    PROJECT_ENDPOINT_ENV,
-)
+from ._store._backend import SELF, Backend, Caller
+from ._store._backends import LocalBackend, caller_of_kind, choose_backend, open_isolated
 from ._store._listing import all_keys, create_item, newest_second
 from ._store._naming import (
     check_identifier,
@@ -98,7 +94,7 @@ if TYPE_CHECKING:
 __all__ = [
     "MAX_OPEN_STORES",
     "MAX_SCOPES",
-    "BackendKind",
+    "Backend",
     "CheckpointCore",
     "GcReport",
     "LocalBackend",
@@ -122,29 +118,9 @@ MAX_OPEN_STORES: Final = 256
 MAX_SCOPES: Final = 2048
 #: Store names a core remembers as checked (exists, isolated): reopening one needs no request.
 _MAX_CHECKED: Final = 8192
-_SELF: Final = "self"
 
 
-@dataclass(frozen=True, slots=True)
-class Caller:
-    """Who one call is for, captured once: the cache key and the embedded store's partition.
-
-    ``key`` keys every client-side cache (``"user:<id>"`` from the request context or local
-    mode's partition, ``"call:<id>"`` for a request known only by its call id,
-    ``"delegated:<id>"`` for hosted mode's trusted ``user_id=``, ``"self"`` for the process's
-    own token). ``partition`` is the embedded store's user partition (``""`` for the other
-    backends, where the service or nobody partitions).
-
-    Example:
-        >>> Caller("user:ann", "ann").partition
-        'ann'
-    """
-
-    key: str
-    partition: str = ""
-
-
-def current_caller(kind: BackendKind, user_id: str | None = None) -> Caller:
+def current_caller(kind: str, user_id: str | None = None) -> Caller:
     """Who the current call is for, by the rule of the module docstring: the one place.
 
     Reads the request context once. Hosted: within a request (a call id), the context's user
@@ -153,7 +129,7 @@ def current_caller(kind: BackendKind, user_id: str | None = None) -> Caller:
     ``user_id``, else ``"local"`` (a call id alone changes nothing).
 
     Args:
-        kind: the backend the call goes to.
+        kind: the built-in backend the call goes to (a core asks its own backend instead).
         user_id: the adapter's ``user_id=`` (None: not given).
 
     Returns:
@@ -175,17 +151,7 @@ def current_caller(kind: BackendKind, user_id: str | None = None) -> Caller:
         ('user:bo', 'bo')
         >>> reset_request_context(token)
     """
-    context = get_request_context()
-    if kind == "hosted":
-        if context.call_id:
-            if context.user_id:
-                return Caller(f"user:{context.user_id}")
-            return Caller(f"call:{context.call_id}")
-        if user_id is not None:
-            return Caller(f"delegated:{user_id}")
-        return Caller(_SELF)
-    partition = context.user_id or user_id or DEFAULT_USER
-    return Caller(f"user:{partition}", partition if kind == "local-sqlite" else "")
+    return caller_of_kind(kind, user_id)
 
 
 async def newest_item(
@@ -242,7 +208,7 @@ class Scope:
     ) -> None:
         self.core = core
         self.scope_id = scope_id
-        self.caller = caller if caller is not None else Caller(_SELF)
+        self.caller = caller if caller is not None else Caller(SELF)
         self.user = self.caller.key
         self._name = name
         self._pinned: StateStoreLike | None = None
@@ -277,7 +243,7 @@ class Scope:
     @property
     def chunked(self) -> bool:
         """Whether large values go into the scope's own store (no spill store configured)."""
-        return self.core.spill is None and self.core.kind == "hosted"
+        return self.core.spill is None and self.core.backend.chunks_in_store
 
     def where(self, key: str) -> str:
         """A human description of an item for error messages."""
@@ -327,7 +293,7 @@ class Scope:
             spill=self.spill,
             namespace=self._spill_namespace,
             where=self.where(key),
-            compress=self.core.kind != "local-sqlite",
+            compress=self.core.backend.compresses,
         )
 
     async def _spill_namespace(self) -> str:
@@ -373,7 +339,7 @@ class Scope:
 
     def _chunks_behind(self) -> bool:
         """Whether values may also sit in chunks written before a spill store was configured."""
-        return self.core.kind == "hosted" and self.core.spill is not None
+        return self.core.backend.chunks_in_store and self.core.spill is not None
 
     async def touch(self) -> None:
         """Keep the scope's metadata and index entry alive under a TTL (cheap: rate-limited)."""
@@ -411,49 +377,24 @@ class Scope:
 
 
 class CheckpointCore:
-    """Backend choice, one private loop, and a registry of scopes for one adapter object.
+    """One backend, one private loop, and a registry of scopes for one adapter object.
 
-    ``kind`` is ``"local-sqlite"`` (the embedded default), ``"local-sdk"`` (the SDK's own local
-    mode, made safe across processes with a file lock) or ``"hosted"`` (the Foundry service).
+    ``backend`` is chosen once from the options (:func:`~._store._backends.choose_backend`);
+    ``kind`` is its name (``"local-sqlite"``, the embedded default; ``"local-sdk"``, the SDK's
+    own local mode under a file lock; ``"hosted"``, the Foundry service), for display only.
     """
 
     def __init__(self, options: StoreOptions, *, scope_word: str) -> None:
         self.options = options
         self.prefix = options.store_prefix
         self.scope_word = scope_word
-        item_ttl_seconds = options.item_ttl_seconds
-        local_backend = options.local_backend
-        endpoint = options.endpoint
-        spill = options.spill
-        self.item_ttl_seconds = item_ttl_seconds
+        self.item_ttl_seconds = options.item_ttl_seconds
         self._user_id = options.user_id
-        self.kind: BackendKind = (
-            "hosted" if hosted() else ("local-sqlite" if local_backend == "sqlite" else "local-sdk")
-        )
-        self._factory = StoreFactory(
-            self.kind,
-            item_ttl_seconds=item_ttl_seconds,
-            hosted=(
-                HostedClients(
-                    endpoint=endpoint,
-                    user_id=options.user_id,
-                    item_ttl_seconds=item_ttl_seconds,
-                    credential=options.credential,
-                    client_kwargs=options.client_kwargs,
-                )
-                if self.kind == "hosted"
-                else None
-            ),
-        )
-        root = default_state_root()
-        if self.kind == "hosted":
-            self.location = endpoint or os.environ.get(PROJECT_ENDPOINT_ENV, "(unset)")
-        elif self.kind == "local-sqlite":
-            self.location = str(root / "foundry_checkpoint" / "state.sqlite3")
-        else:
-            self.location = str(root / "state_stores")
+        self.backend: Backend = choose_backend(options.local_backend, options)
+        self.kind: str = self.backend.kind
+        self.location: str = self.backend.location
         self.spill: SpillStore | None = (
-            spill if spill is not None else _default_spill(self.kind, root)
+            options.spill if options.spill is not None else _default_spill(self.backend)
         )
         self._loop = LoopThread(f"foundry-checkpoint-{self.prefix}")
         self._scopes: Lru[tuple[str, str | None], Scope] = Lru(MAX_SCOPES)
@@ -493,14 +434,14 @@ class CheckpointCore:
         self._registered.clear()
         for store in stores:
             await store.aclose()
-        await self._factory.aclose()
+        await self.backend.aclose()
         if self.spill is not None:
             await self.spill.aclose()
 
     # -- who a call is for --------------------------------------------------------------------
     def caller(self) -> Caller:
-        """:func:`current_caller` for this core's backend and ``user_id`` (read once per call)."""
-        return current_caller(self.kind, self._user_id)
+        """Who the current call is for, by this core's backend and ``user_id`` (read once)."""
+        return self.backend.caller(self._user_id)
 
     def user_key(self) -> str:
         """The cache key of :meth:`caller` (call on the private loop)."""
@@ -623,7 +564,7 @@ class CheckpointCore:
         pending = asyncio.get_running_loop().create_future()
         self._opening[key] = pending
         try:
-            store = await self._factory.open(name, key[1], create=create)
+            store = await open_isolated(self.backend, name, key[1], create=create)
         except BaseException as exc:
             del self._opening[key]
             pending.set_exception(exc)
@@ -645,7 +586,7 @@ class CheckpointCore:
         store = self._stores.get(key)
         if store is not None:
             return store
-        store = self._factory.bind(name, partition)
+        store = self.backend.bind(name, partition)
         self._stores.put(key, store)
         return store
 
@@ -681,7 +622,8 @@ def _scope_of_key(key: str) -> str | None:
     return unescape(escaped) if kind == "s" else None
 
 
-def _default_spill(kind: BackendKind, root: Path) -> SpillStore | None:
+def _default_spill(backend: Backend) -> SpillStore | None:
+    """The blob container the environment names, else the backend's local spill folder."""
     from .spill import LocalSpill
     from .spill._env import blob_env_configured
 
@@ -689,6 +631,5 @@ def _default_spill(kind: BackendKind, root: Path) -> SpillStore | None:
         from .spill import AzureBlobSpill
 
         return AzureBlobSpill.from_env()
-    if kind == "hosted":
-        return None
-    return LocalSpill(root / "foundry_checkpoint" / "spill")
+    root = backend.spill_root
+    return None if root is None else LocalSpill(root)

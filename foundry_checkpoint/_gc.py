@@ -19,12 +19,58 @@ from __future__ import annotations
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol, TypeVar
 
 if TYPE_CHECKING:
-    from ._core import CheckpointCore, Scope
+    from ._store._backend import Backend
+    from .spill import SpillStore
 
-__all__ = ["GcReport", "collect_garbage"]
+__all__ = ["Collected", "CollectedScope", "GcReport", "collect_garbage"]
+
+
+class CollectedScope(Protocol):
+    """What collection needs of one scope (``_core.Scope`` has it)."""
+
+    @property
+    def spill(self) -> SpillStore | None:
+        """Where the scope's large values go (None: nowhere)."""
+        ...
+
+    async def namespace(self, *, create: bool) -> str | None:
+        """The scope's spill namespace, if it has one."""
+        ...
+
+
+_S = TypeVar("_S", bound=CollectedScope)
+_S_co = TypeVar("_S_co", bound=CollectedScope, covariant=True)
+
+
+class Collected(Protocol[_S_co]):
+    """What collection needs of a core (``_core.CheckpointCore`` has it): this module does not
+    import the core, which calls it."""
+
+    @property
+    def prefix(self) -> str:
+        """The store prefix (spill namespaces start with it)."""
+        ...
+
+    @property
+    def spill(self) -> SpillStore | None:
+        """The configured spill store, if any."""
+        ...
+
+    @property
+    def backend(self) -> Backend:
+        """The core's backend."""
+        ...
+
+    async def scope_ids(self) -> list[str | None]:
+        """The caller's scope ids."""
+        ...
+
+    async def scope(self, scope_id: str | None, *, create: bool) -> _S_co | None:
+        """The caller's scope of ``scope_id`` (None: its store does not exist)."""
+        ...
 
 
 @dataclass
@@ -52,8 +98,8 @@ class GcReport:
 
 
 async def collect_garbage(
-    core: CheckpointCore,
-    referenced: Callable[[Scope], Awaitable[set[str]]],
+    core: Collected[_S],
+    referenced: Callable[[_S], Awaitable[set[str]]],
     *,
     grace_seconds: float,
     dry_run: bool,
@@ -70,7 +116,7 @@ async def collect_garbage(
         What was found and deleted.
     """
     report = GcReport(dry_run=dry_run)
-    if core.spill is None and core.kind != "hosted":
+    if core.spill is None and not core.backend.chunks_in_store:
         return report
     cutoff = time.time() - grace_seconds
     owned: set[str] = set()

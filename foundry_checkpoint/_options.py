@@ -21,7 +21,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from ._store._backends import LocalBackend
+from ._store._backends import DEFAULT_BACKEND, check_backend_choice
 from ._store._hosted import hosted
 from ._store._limits import DEFAULT_ITEM_TTL_SECONDS, HOSTING_ENV, MAX_TTL_SECONDS
 from ._store._naming import check_user_id, validate_prefix
@@ -53,7 +53,8 @@ class StoreOptions:
             honours; required for ``user_id=`` in hosted mode.
         item_ttl_seconds: idle lifetime of items in stores the adapter creates (-1: never).
         spill: where values over the item limit go (default: chosen by the backend).
-        local_backend: ``"sqlite"`` (the embedded store) or ``"sdk"`` (the SDK's local mode).
+        local_backend: ``"sqlite"`` (the embedded store), ``"sdk"`` (the SDK's local mode) or
+            the name of a registered backend (``_store._backends.register_backend``).
         client_kwargs: passed to the state-store client (hosted mode).
 
     Raises:
@@ -74,7 +75,7 @@ class StoreOptions:
     trusted_delegation: bool = False
     item_ttl_seconds: int = DEFAULT_ITEM_TTL_SECONDS
     spill: SpillStore | None = None
-    local_backend: LocalBackend = "sqlite"
+    local_backend: str = DEFAULT_BACKEND
     client_kwargs: Mapping[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -84,16 +85,7 @@ class StoreOptions:
             raise InvalidArgumentError(
                 f"item_ttl_seconds must be -1 (never expire) or 1..{MAX_TTL_SECONDS}, got {ttl}"
             )
-        if self.local_backend not in ("sqlite", "sdk"):
-            raise InvalidArgumentError(
-                f"local_backend must be 'sqlite' or 'sdk', got {self.local_backend!r}"
-            )
-        if self.local_backend == "sdk" and hosted():
-            raise InvalidArgumentError(
-                f"local_backend='sdk' was asked for, but {HOSTING_ENV} is set "
-                "(hosted mode); the SDK's local backend is only available when it is unset. "
-                "Drop local_backend='sdk', or unset the variable for local runs."
-            )
+        check_backend_choice(self.local_backend)
         if not isinstance(self.trusted_delegation, bool):
             raise InvalidArgumentError(
                 f"trusted_delegation must be True or False, got {self.trusted_delegation!r}"

@@ -63,9 +63,8 @@ __all__ = [
 ]
 
 PAGE: Final = MAX_PAGE
-"""Keys asked for per ``list_keys`` page past the first."""
-_FIRST_PAGE_LOCAL: Final = 20
-_FIRST_PAGE_HOSTED: Final = MAX_PAGE
+"""Keys asked for per ``list_keys`` page past the first (the first: the backend's
+``first_page``)."""
 
 
 @dataclass
@@ -104,7 +103,7 @@ async def latest(ctx: Context, scope: Scope, ns: str) -> Latest | None:
         newest, index = by_rank
         return Latest(newest[0], index.get(pair_of(newest[0]), []), True) if newest else None
     store = scope.store
-    first = _FIRST_PAGE_HOSTED if ctx.core.kind == "hosted" else _FIRST_PAGE_LOCAL
+    first = ctx.core.backend.first_page
     page = await store.list_keys(tags={TAG_NS: ns_tag(ns)}, limit=first, order="desc")
     best: ItemKey | None = None
     writes: list[ItemKey] = []

@@ -1,17 +1,23 @@
-"""One place that knows every backend: it opens and binds isolated store clients by kind.
+"""The registry of backends: the one place that knows every backend, and chooses one, once.
 
-``kind`` is ``"local-sqlite"`` (:class:`~._embedded.EngineStore`, the embedded default),
-``"local-sdk"`` (:class:`~._sdk_local.LockedSdkStore`, the SDK's local mode under a file
-lock) or ``"hosted"`` (the SDK's ``FoundryStateStore`` through :class:`~._hosted.HostedClients`).
-Every store is opened with ``user_isolation=True``; an existing store without it is refused.
+A backend (:class:`~._backend.Backend`) is registered under its ``local_backend=`` name:
+``"sqlite"`` (:class:`~._embedded.EmbeddedBackend`, the embedded default) and ``"sdk"``
+(:class:`~._sdk_local.SdkLocalBackend`, the SDK's local mode under a file lock); with
+``FOUNDRY_HOSTING_ENVIRONMENT`` set the choice is always :class:`~._hosted.HostedBackend` (the
+service), and naming another backend is an error. A new backend is one module with its class
+plus one :func:`register_backend` call; nothing above the store layer changes.
+
+Every store is opened with ``user_isolation=True``, and :func:`open_isolated` refuses an
+existing store without it, whatever the backend.
 
 Example:
     >>> import asyncio, os, tempfile
     >>> from unittest import mock
+    >>> from foundry_checkpoint._options import StoreOptions
     >>> async def demo() -> bool:
-    ...     factory = StoreFactory("local-sqlite", item_ttl_seconds=-1, hosted=None)
-    ...     missing = await factory.open("s", "ann", create=False)
-    ...     store = await factory.open("s", "ann", create=True)
+    ...     backend = choose_backend("sqlite", StoreOptions(store_prefix="x"))
+    ...     missing = await open_isolated(backend, "s", "ann", create=False)
+    ...     store = await open_isolated(backend, "s", "ann", create=True)
     ...     return missing is None and (await store.get()).user_isolation
     >>> with tempfile.TemporaryDirectory() as tmp, mock.patch.dict(
     ...         os.environ, {"AGENTSERVER_STATE_ROOT": tmp}):
@@ -21,130 +27,187 @@ Example:
 
 from __future__ import annotations
 
-from typing import Literal
+from collections.abc import Callable
+from typing import Final, Literal
 
 from azure.ai.agentserver.core.storage import FoundryStorageNotFoundError
 
 from foundry_checkpoint.errors import InvalidArgumentError, IsolationRefusedError
 
-from ._hosted import HostedClients
+from ._backend import Backend, BackendSettings, Caller
+from ._embedded import EmbeddedBackend
+from ._hosted import HostedBackend, hosted
+from ._limits import HOSTING_ENV
 from ._protocol import StateStoreLike
 
-__all__ = ["BackendKind", "LocalBackend", "StoreFactory"]
+__all__ = [
+    "DEFAULT_BACKEND",
+    "BackendFactory",
+    "LocalBackend",
+    "caller_of_kind",
+    "check_backend_choice",
+    "choose_backend",
+    "open_isolated",
+    "register_backend",
+]
 
-#: The ``local_backend=`` option of the adapters.
+#: The ``local_backend=`` option of the adapters (the built-in names).
 LocalBackend = Literal["sqlite", "sdk"]
-#: The backend a core runs on.
-BackendKind = Literal["local-sqlite", "local-sdk", "hosted"]
+#: Builds a backend from the adapter's options (a backend class is one).
+BackendFactory = Callable[[BackendSettings], Backend]
+#: The backend of local mode when none is named.
+DEFAULT_BACKEND: Final = "sqlite"
 
 
-class StoreFactory:
-    """Opens (``open``) and binds (``bind``) isolated clients of one backend kind.
+def _sdk_local(settings: BackendSettings) -> Backend:
+    """The SDK's local mode, imported only when chosen (it loads ``filelock``)."""
+    from ._sdk_local import SdkLocalBackend
+
+    return SdkLocalBackend(settings)
+
+
+_LOCAL: dict[str, BackendFactory] = {"sqlite": EmbeddedBackend, "sdk": _sdk_local}
+_HOSTED: Final[BackendFactory] = HostedBackend
+
+
+def register_backend(name: str, factory: BackendFactory) -> None:
+    """Make ``local_backend=name`` choose the backend ``factory`` builds (local mode).
+
+    Registering the same factory again is a no-op.
 
     Args:
-        kind: The backend.
-        item_ttl_seconds: The TTL of the stores it creates.
-        hosted: The hosted clients (required for ``"hosted"``; else unused).
+        name: The ``local_backend=`` value that selects it.
+        factory: Builds the backend from the adapter's options (its class will do).
 
     Raises:
-        InvalidArgumentError: ``kind`` is ``"hosted"`` and ``hosted`` is None.
+        InvalidArgumentError: ``name`` is taken by another backend.
+
+    Example:
+        >>> register_backend("sqlite", EmbeddedBackend)  # already so: nothing changes
+        >>> register_backend("sqlite", HostedBackend)
+        Traceback (most recent call last):
+        ...
+        foundry_checkpoint.errors.InvalidArgumentError: local_backend 'sqlite' is taken ...
     """
+    known = _LOCAL.get(name)
+    if known is not None and known is not factory:
+        raise InvalidArgumentError(
+            f"local_backend {name!r} is taken by {known!r}; register the backend under "
+            "another name."
+        )
+    _LOCAL[name] = factory
 
-    def __init__(
-        self, kind: BackendKind, *, item_ttl_seconds: int, hosted: HostedClients | None
-    ) -> None:
-        if kind == "hosted" and hosted is None:
-            raise InvalidArgumentError("the hosted backend needs its HostedClients")
-        self.kind = kind
-        self.hosted = hosted
-        self._ttl = item_ttl_seconds
 
-    async def open(self, name: str, partition: str, *, create: bool) -> StateStoreLike | None:
-        """A checked client of the store ``name``.
+def caller_of_kind(kind: str, user_id: str | None = None) -> Caller:
+    """Who the current call is for on a built-in backend named by its ``kind``.
 
-        Args:
-            name: The store name.
-            partition: The embedded store's user partition (ignored by the other kinds).
-            create: Create the store (isolated) when it does not exist; else only look.
+    Args:
+        kind: ``"hosted"``, ``"local-sqlite"`` or ``"local-sdk"``.
+        user_id: the adapter's ``user_id=`` (None: not given).
 
-        Returns:
-            The client, or None when ``create`` is False and the store does not exist.
+    Returns:
+        The backend's :meth:`~._backend.Backend.caller`.
 
-        Raises:
-            IsolationRefusedError: The store exists without ``user_isolation``.
-        """
-        store = await self._open_raw(name, partition, create=create)
-        if store is None:
-            return None
+    Example:
+        >>> caller_of_kind("local-sqlite", "ann")
+        Caller(key='user:ann', partition='ann')
+    """
+    from ._sdk_local import SdkLocalBackend
+
+    for backend in (EmbeddedBackend, SdkLocalBackend, HostedBackend):
+        if backend.kind == kind:
+            return backend.caller(user_id)
+    raise InvalidArgumentError(f"no built-in backend is called {kind!r}")
+
+
+def check_backend_choice(name: str) -> None:
+    """Check a ``local_backend=`` value before anything opens.
+
+    Args:
+        name: The value given.
+
+    Raises:
+        InvalidArgumentError: an unknown name, or a backend other than the default named in
+            hosted mode (where the service is always the backend).
+
+    Example:
+        >>> check_backend_choice("sdk")
+        >>> check_backend_choice("nope")
+        Traceback (most recent call last):
+        ...
+        foundry_checkpoint.errors.InvalidArgumentError: local_backend must be ... got 'nope'
+    """
+    if not isinstance(name, str) or name not in _LOCAL:
+        names = [repr(known) for known in _LOCAL]
+        listed = ", ".join(names[:-1]) + f" or {names[-1]}"
+        raise InvalidArgumentError(f"local_backend must be {listed}, got {name!r}")
+    if name != DEFAULT_BACKEND and hosted():
+        raise InvalidArgumentError(
+            f"local_backend={name!r} was asked for, but {HOSTING_ENV} is set "
+            "(hosted mode); the SDK's local backend is only available when it is unset. "
+            f"Drop local_backend={name!r}, or unset the variable for local runs."
+            if name == "sdk"
+            else f"local_backend={name!r} was asked for, but {HOSTING_ENV} is set "
+            "(hosted mode), where the service is the backend; a local backend is only "
+            f"available when it is unset. Drop local_backend={name!r}, or unset the "
+            "variable for local runs."
+        )
+
+
+def choose_backend(name: str, settings: BackendSettings) -> Backend:
+    """The backend of one adapter object: the service in hosted mode, else ``name``'s.
+
+    Args:
+        name: The ``local_backend=`` value (checked by :func:`check_backend_choice`).
+        settings: The adapter's options.
+
+    Returns:
+        The backend, built (building one sends nothing).
+
+    Example:
+        >>> from foundry_checkpoint._options import StoreOptions
+        >>> choose_backend("sdk", StoreOptions(store_prefix="x")).kind
+        'local-sdk'
+    """
+    check_backend_choice(name)
+    return _HOSTED(settings) if hosted() else _LOCAL[name](settings)
+
+
+async def open_isolated(
+    backend: Backend, name: str, partition: str, *, create: bool
+) -> StateStoreLike | None:
+    """A checked client of the store ``name``.
+
+    Args:
+        backend: The backend to open it on.
+        name: The store name.
+        partition: The caller's partition (see :meth:`~._backend.Backend.caller`).
+        create: Create the store (isolated) when it does not exist; else only look.
+
+    Returns:
+        The client, or None when ``create`` is False and the store does not exist.
+
+    Raises:
+        IsolationRefusedError: The store exists without ``user_isolation``.
+    """
+    store = await backend.open(name, partition, create=create)
+    if store is None:
+        return None
+    try:
         try:
-            try:
-                descriptor = await store.get()
-            except FoundryStorageNotFoundError:
-                if create:
-                    raise
-                await store.aclose()
-                return None
-            if not descriptor.user_isolation:
-                raise IsolationRefusedError(
-                    f"store {name!r} exists without user_isolation, so every end user could read "
-                    "every other user's checkpoints; it is refused. Use another store_prefix, or "
-                    "move its data and delete the store so that it is re-created isolated."
-                )
-        except BaseException:
+            descriptor = await store.get()
+        except FoundryStorageNotFoundError:
+            if create:
+                raise
             await store.aclose()
-            raise
-        return store
-
-    def bind(self, name: str, partition: str) -> StateStoreLike:
-        """A client of a store already opened and checked; no I/O.
-
-        Args:
-            name: The store name.
-            partition: The embedded store's user partition (ignored by the other kinds).
-
-        Returns:
-            The client.
-        """
-        if self.kind == "local-sqlite":
-            from ._embedded import EngineStore, default_engine
-
-            return EngineStore(default_engine(), name, user=partition)
-        if self.kind == "local-sdk":
-            from ._sdk_local import LockedSdkStore
-
-            return LockedSdkStore.bind(name, user_isolation=True, item_ttl_seconds=self._ttl)
-        return self._hosted_clients().client(name)
-
-    async def aclose(self) -> None:
-        """Close what the hosted clients share (nothing for the local kinds); idempotent."""
-        if self.hosted is not None:
-            await self.hosted.aclose()
-
-    async def _open_raw(self, name: str, partition: str, *, create: bool) -> StateStoreLike | None:
-        """A client of ``name``; created first only when ``create`` (else checked by GET)."""
-        if self.kind == "local-sqlite":
-            from ._embedded import EngineStore, shared_engine
-
-            engine = await shared_engine()  # opened off the loop on first use
-            if not create:
-                return EngineStore(engine, name, user=partition)
-            return await EngineStore.get_or_create(
-                engine,
-                name,
-                user_isolation=True,
-                item_ttl_seconds=self._ttl,
-                user=partition,
+            return None
+        if not descriptor.user_isolation:
+            raise IsolationRefusedError(
+                f"store {name!r} exists without user_isolation, so every end user could read "
+                "every other user's checkpoints; it is refused. Use another store_prefix, or "
+                "move its data and delete the store so that it is re-created isolated."
             )
-        if self.kind == "local-sdk":
-            from ._sdk_local import LockedSdkStore
-
-            return await LockedSdkStore.open(
-                name, user_isolation=True, item_ttl_seconds=self._ttl, create=create
-            )
-        if not create:
-            return self._hosted_clients().client(name)
-        return await self._hosted_clients().get_or_create(name)
-
-    def _hosted_clients(self) -> HostedClients:
-        assert self.hosted is not None  # checked in __init__
-        return self.hosted
+    except BaseException:
+        await store.aclose()
+        raise
+    return store

@@ -44,16 +44,23 @@ from azure.ai.agentserver.core.storage import (
 
 from foundry_checkpoint.errors import InvalidArgumentError
 
+from ._backend import DEFAULT_USER, BackendSettings, Caller, local_caller
 from ._engine import StateEngine
 from ._limits import DEFAULT_ROOT_DIRNAME, STATE_ROOT_ENV
+from ._protocol import StateStoreLike
 from ._records import ItemRecord, KeyRecord, PageRecord, RefRecord
 
-__all__ = ["DEFAULT_USER", "EngineStore", "default_engine", "default_state_root", "shared_engine"]
+__all__ = [
+    "DEFAULT_USER",
+    "EmbeddedBackend",
+    "EngineStore",
+    "default_engine",
+    "default_state_root",
+    "shared_engine",
+]
 
 _T = TypeVar("_T")
 
-DEFAULT_USER = "local"
-"""The user partition of local mode when no ``user_id`` is given."""
 
 _SUBDIR = "foundry_checkpoint"
 _FILENAME = "state.sqlite3"
@@ -393,3 +400,54 @@ class EngineStore:
         if engine.closed:
             return func()
         return await engine.worker.call(func)
+
+
+class EmbeddedBackend:
+    """The embedded default (``local_backend="sqlite"``): :class:`EngineStore` on the
+    process-wide engine of the state root's ``foundry_checkpoint/state.sqlite3``.
+
+    Its clients are bound to the caller's partition (the engine partitions by user itself);
+    values are stored uncompressed (SQLite pays nothing for their size, and compressing costs
+    CPU on every write); large values go to the local spill folder beside the database.
+
+    Args:
+        settings: The adapter's options (the TTL of the stores it creates).
+
+    Example:
+        >>> from foundry_checkpoint._options import StoreOptions
+        >>> backend = EmbeddedBackend(StoreOptions(store_prefix="x"))
+        >>> backend.kind, backend.location.endswith("state.sqlite3"), backend.compresses
+        ('local-sqlite', True, False)
+    """
+
+    kind = "local-sqlite"
+    compresses = False
+    chunks_in_store = False
+    first_page = 20
+
+    def __init__(self, settings: BackendSettings) -> None:
+        self._ttl = settings.item_ttl_seconds
+        root = default_state_root()
+        self.location = str(root / _SUBDIR / _FILENAME)
+        self.spill_root: Path | None = root / _SUBDIR / "spill"
+
+    @staticmethod
+    def caller(user_id: str | None) -> Caller:
+        """The local rule, bound to the user's partition."""
+        return local_caller(user_id, partitioned=True)
+
+    async def open(self, name: str, partition: str, *, create: bool) -> StateStoreLike | None:
+        """A client of ``name`` in ``partition`` (created isolated first when ``create``)."""
+        engine = await shared_engine()  # opened off the loop on first use
+        if not create:
+            return EngineStore(engine, name, user=partition)
+        return await EngineStore.get_or_create(
+            engine, name, user_isolation=True, item_ttl_seconds=self._ttl, user=partition
+        )
+
+    def bind(self, name: str, partition: str) -> StateStoreLike:
+        """A client of a store already opened; no I/O."""
+        return EngineStore(default_engine(), name, user=partition)
+
+    async def aclose(self) -> None:
+        """Nothing to close: the engine is the process's."""

@@ -42,7 +42,9 @@ from azure.core.rest import AsyncHttpResponse, HttpRequest
 
 from foundry_checkpoint.errors import FoundryCheckpointError, InvalidArgumentError
 
-from ._limits import HOSTING_ENV
+from ._backend import BackendSettings, Caller, hosted_caller
+from ._limits import HOSTING_ENV, MAX_PAGE, PROJECT_ENDPOINT_ENV
+from ._protocol import StateStoreLike
 from ._records import PageRecord
 
 if TYPE_CHECKING:
@@ -50,6 +52,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "RETRY_OPTIONS",
+    "HostedBackend",
     "HostedClients",
     "HostedStore",
     "RetrySettingsPolicy",
@@ -442,3 +445,62 @@ class HostedClients:
         credential, self._owned_credential = self._owned_credential, None
         if credential is not None:
             await credential.close()
+
+
+class HostedBackend:
+    """The Foundry service (chosen whenever ``FOUNDRY_HOSTING_ENVIRONMENT`` is set): one
+    :class:`HostedClients` per adapter object.
+
+    The service partitions by the request's call id (or the token), so a client binds no
+    partition (``""``); values are compressed when that pays; with no spill store configured,
+    values over the item limit go into the scope's own store as chunk items; the first
+    "latest" page asks for a full page (each page is one request).
+
+    Args:
+        settings: The adapter's options (endpoint, credential, ``user_id``, TTL, client
+            options).
+
+    Example:
+        >>> import asyncio
+        >>> from foundry_checkpoint._options import StoreOptions
+        >>> backend = HostedBackend(StoreOptions(store_prefix="x", endpoint="https://e.invalid"))
+        >>> backend.kind, backend.location, backend.chunks_in_store, backend.spill_root
+        ('hosted', 'https://e.invalid', True, None)
+        >>> asyncio.run(backend.aclose())
+    """
+
+    kind = "hosted"
+    compresses = True
+    chunks_in_store = True
+    spill_root = None
+    first_page = MAX_PAGE
+
+    def __init__(self, settings: BackendSettings) -> None:
+        self.location = settings.endpoint or os.environ.get(PROJECT_ENDPOINT_ENV, "(unset)")
+        self.clients = HostedClients(
+            endpoint=settings.endpoint,
+            user_id=settings.user_id,
+            item_ttl_seconds=settings.item_ttl_seconds,
+            credential=settings.credential,
+            client_kwargs=settings.client_kwargs,
+        )
+
+    @staticmethod
+    def caller(user_id: str | None) -> Caller:
+        """The hosted rule: the request's identity, else the delegated user, else the token."""
+        return hosted_caller(user_id)
+
+    async def open(self, name: str, partition: str, *, create: bool) -> StateStoreLike | None:
+        """A client of ``name``, created isolated first when ``create`` (else checked by the
+        caller's GET)."""
+        if create:
+            return await self.clients.get_or_create(name)
+        return self.clients.client(name)
+
+    def bind(self, name: str, partition: str) -> StateStoreLike:
+        """A client of a store already opened; no I/O."""
+        return self.clients.client(name)
+
+    async def aclose(self) -> None:
+        """Close the shared transport and the credential this backend created."""
+        await self.clients.aclose()

@@ -50,20 +50,27 @@ from filelock import FileLock
 
 from foundry_checkpoint.errors import FoundryCheckpointError
 
+from ._backend import BackendSettings, Caller, local_caller
 from ._limits import DEFAULT_ROOT_DIRNAME, HOSTING_ENV, STATE_ROOT_ENV
 from ._private import private_dir
+from ._protocol import StateStoreLike
 
-__all__ = ["LockedSdkStore"]
+__all__ = ["LockedSdkStore", "SdkLocalBackend"]
 
 _SDK_SUBDIR = "state_stores"
 
 _T = TypeVar("_T")
 
 
+def _state_root() -> Path:
+    """``$AGENTSERVER_STATE_ROOT``, else ``~/.agentserver`` (the SDK's rule)."""
+    configured = os.environ.get(STATE_ROOT_ENV)
+    return Path(configured) if configured else Path.home() / DEFAULT_ROOT_DIRNAME
+
+
 def _store_file(name: str) -> Path:
     """The JSON file the SDK's local mode uses for ``name`` (same rule as the SDK)."""
-    configured = os.environ.get(STATE_ROOT_ENV)
-    root = Path(configured) if configured else Path.home() / DEFAULT_ROOT_DIRNAME
+    root = _state_root()
     segment = base64.urlsafe_b64encode(name.encode("utf-8")).decode("ascii").rstrip("=")
     return root / _SDK_SUBDIR / f"{segment}.json"
 
@@ -279,3 +286,51 @@ class LockedSdkStore:
 
     async def _run(self, call: Callable[[], Coroutine[Any, Any, _T]]) -> _T:
         return await asyncio.to_thread(_locked, self._lock, call)
+
+
+class SdkLocalBackend:
+    """The SDK's own local mode (``local_backend="sdk"``): :class:`LockedSdkStore` clients.
+
+    The SDK's local mode keeps no user partition (every client sees one), so the caller's
+    partition is ``""`` and only the cache key carries the user; values are compressed when
+    that pays (the SDK rewrites its whole file on each write).
+
+    Args:
+        settings: The adapter's options (the TTL of the stores it creates).
+
+    Example:
+        >>> from foundry_checkpoint._options import StoreOptions
+        >>> backend = SdkLocalBackend(StoreOptions(store_prefix="x"))
+        >>> backend.kind, backend.location.endswith("state_stores"), backend.compresses
+        ('local-sdk', True, True)
+    """
+
+    kind = "local-sdk"
+    compresses = True
+    chunks_in_store = False
+    first_page = 20
+
+    def __init__(self, settings: BackendSettings) -> None:
+        self._ttl = settings.item_ttl_seconds
+        root = _state_root()
+        self.location = str(root / _SDK_SUBDIR)
+        self.spill_root: Path | None = root / "foundry_checkpoint" / "spill"
+
+    @staticmethod
+    def caller(user_id: str | None) -> Caller:
+        """The local rule; the SDK's local mode has no partition to bind."""
+        return local_caller(user_id, partitioned=False)
+
+    async def open(self, name: str, partition: str, *, create: bool) -> StateStoreLike | None:
+        """A client of ``name`` (created isolated first when ``create``; else None when the
+        store has no file)."""
+        return await LockedSdkStore.open(
+            name, user_isolation=True, item_ttl_seconds=self._ttl, create=create
+        )
+
+    def bind(self, name: str, partition: str) -> StateStoreLike:
+        """A client of a store already opened; no I/O."""
+        return LockedSdkStore.bind(name, user_isolation=True, item_ttl_seconds=self._ttl)
+
+    async def aclose(self) -> None:
+        """Nothing to close: each client holds only its file lock."""

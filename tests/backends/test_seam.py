@@ -1,0 +1,40 @@
+"""Nothing above the store layer asks which backend it has: no comparison with a backend name.
+
+The core, the adapters and the tools read what they need from the ``Backend`` object (its
+location, caller rule, compression, spill folder, first listing page), so that a new backend
+changes no file above ``foundry_checkpoint/_store/``.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+PACKAGES = ("foundry_checkpoint", "foundry_checkpoint_maf", "foundry_checkpoint_autogen")
+NAMES = r"hosted|local-sqlite|local-sdk|sqlite|sdk"
+#: ``x == "hosted"``, ``"sdk" != x``, ``x in ("sqlite", ...)``.
+COMPARISON = re.compile(
+    rf"""(==|!=|\bin\s*[(\[{{])\s*["']({NAMES})["']|["']({NAMES})["']\s*(==|!=)"""
+)
+#: What a backend name never is: a URI scheme the CLI's copy command reads.
+NOT_A_BACKEND = re.compile(r"""\.scheme\s*==\s*["']sqlite["']""")
+
+
+def test_no_backend_name_is_compared_above_the_store_layer() -> None:
+    found = []
+    for package in PACKAGES:
+        for path in sorted((ROOT / package).rglob("*.py")):
+            if path.is_relative_to(ROOT / "foundry_checkpoint" / "_store"):
+                continue
+            for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+                if COMPARISON.search(line) and not NOT_A_BACKEND.search(line):
+                    found.append(f"{path.relative_to(ROOT)}:{number}: {line.strip()}")
+    assert found == [], "ask the backend object instead:\n" + "\n".join(found)
+
+
+def test_the_check_finds_a_comparison() -> None:
+    assert COMPARISON.search('if core.kind == "hosted":')
+    assert COMPARISON.search("compress=kind != 'local-sqlite',")
+    assert COMPARISON.search('if local_backend in ("sqlite", "sdk"):')
+    assert not COMPARISON.search("compress=scope.core.backend.compresses,")
