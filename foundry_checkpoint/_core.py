@@ -412,12 +412,16 @@ class CheckpointCore:
         """Run ``coro`` on the private loop, blocking the calling thread."""
         return self._loop.run(coro)
 
-    async def arun(self, coro: Coroutine[Any, Any, T]) -> T:
-        """Run ``coro`` on the private loop, awaited from the caller's loop."""
-        return await self._loop.arun(coro)
+    async def arun(self, coro: Coroutine[Any, Any, T], *, shield: bool = False) -> T:
+        """Run ``coro`` on the private loop, awaited from the caller's loop.
+
+        ``shield=True`` (the writes): a cancelled caller stops waiting, the write goes on.
+        """
+        return await self._loop.arun(coro, shield=shield)
 
     def close(self) -> None:
-        """Close every client and stop the loop. Idempotent; fine on an object never used."""
+        """Let the calls in flight finish (at most ``FLUSH_SECONDS``, 10 s), close every client
+        and stop the loop. Idempotent; fine on an object never used."""
         self._loop.close(self._aclose_clients)
 
     async def aclose(self) -> None:
