@@ -5,7 +5,11 @@ A URI names a LangGraph checkpoint saver:
 * ``sqlite:PATH``: a ``SqliteSaver`` (langgraph-checkpoint-sqlite) on the file ``PATH``;
 * ``postgres:DSN``: a ``PostgresSaver`` (langgraph-checkpoint-postgres) on ``DSN``;
 * ``foundry`` or ``foundry:PREFIX``: a :class:`~foundry_checkpoint.FoundryCheckpointer` with
-  that ``store_prefix`` (default: the CLI's ``--prefix``), on the backend the environment selects.
+  that ``store_prefix`` (default: the CLI's ``--prefix``), on the backend the environment selects;
+* ``foundry-lc`` or ``foundry-lc:PREFIX`` (a source only): the stores of langchain-azure-ai's
+  ``FoundryCheckpointSaver`` with that ``store_name_prefix`` (default: its own), read by
+  :class:`~foundry_checkpoint.cli._lc_source.LangchainAzureSource` on the same backend and
+  identity. It keeps no list of threads, so the copy names them (``--thread``).
 
 Every saver decodes with :class:`~foundry_checkpoint.StrictSerializer`, so a source database
 written by someone else cannot make the copy run code; a type outside its allow-list stops the
@@ -48,7 +52,8 @@ __all__ = [
     "plan_copy",
 ]
 
-_SCHEMES = ("sqlite", "postgres", "foundry")
+_SCHEMES = ("sqlite", "postgres", "foundry", "foundry-lc")
+_OPTIONAL_TARGET = ("foundry", "foundry-lc")
 
 
 class CopyError(InvalidArgumentError):
@@ -65,7 +70,7 @@ class CopyError(InvalidArgumentError):
 
 @dataclass(frozen=True)
 class SaverUri:
-    """A parsed saver URI: ``scheme`` is ``sqlite``, ``postgres`` or ``foundry``."""
+    """A parsed saver URI: ``scheme`` is ``sqlite``, ``postgres``, ``foundry`` or ``foundry-lc``."""
 
     scheme: str
     target: str
@@ -89,13 +94,16 @@ def parse_uri(uri: str) -> SaverUri:
     Example:
         >>> parse_uri("postgres:postgresql://u@db/app").target
         'postgresql://u@db/app'
+        >>> parse_uri("foundry-lc")
+        SaverUri(scheme='foundry-lc', target='')
     """
     scheme, _, target = uri.partition(":")
     if scheme not in _SCHEMES:
         raise CopyError(
-            f"unknown saver URI {uri!r}: use sqlite:PATH, postgres:DSN, foundry or foundry:PREFIX"
+            f"unknown saver URI {uri!r}: use sqlite:PATH, postgres:DSN, foundry[:PREFIX] or "
+            "foundry-lc[:PREFIX]"
         )
-    if scheme != "foundry" and not target:
+    if scheme not in _OPTIONAL_TARGET and not target:
         raise CopyError(f"saver URI {uri!r} needs a target after '{scheme}:'")
     return SaverUri(scheme, target)
 
@@ -106,16 +114,27 @@ def open_saver(
     *,
     role: str,
     foundry: Callable[[str | None], BaseCheckpointSaver[Any]],
+    foundry_lc: Callable[[str | None], BaseCheckpointSaver[Any]] | None = None,
 ) -> Iterator[BaseCheckpointSaver[Any]]:
     """Open the saver ``uri`` names; ``role`` is ``"source"`` or ``"destination"``.
 
     A SQLite source must exist (a missing file would silently be an empty database); a SQLite or
     Postgres destination gets its tables created (``setup()``). ``foundry`` builds the
-    Foundry saver from the prefix (None: the CLI's default).
+    Foundry saver from the prefix (None: the CLI's default); ``foundry_lc`` the reader of
+    langchain-azure-ai's layout (None: its default prefix).
 
     Raises:
-        CopyError: a SQLite source that does not exist, or the saver's package is missing.
+        CopyError: a SQLite source that does not exist, ``foundry-lc`` as a destination, or the
+            saver's package is missing.
     """
+    if uri.scheme == "foundry-lc":
+        if role != "source" or foundry_lc is None:
+            raise CopyError(
+                "foundry-lc: reads langchain-azure-ai's FoundryCheckpointSaver stores and is a "
+                "source only: use it with --from"
+            )
+        uri = SaverUri("foundry", uri.target)
+        foundry = foundry_lc
     if uri.scheme == "foundry":
         saver = foundry(uri.target or None)
         try:
@@ -230,7 +249,7 @@ def copy_checkpoint(
     parent = (found.parent_config or {}).get("configurable", {}).get("checkpoint_id")
     if parent:
         conf["checkpoint_id"] = parent
-    checkpoint = found.checkpoint
+    checkpoint = _versions_for(destination, found.checkpoint)
     new_versions = dict(checkpoint["channel_versions"])
     written = destination.put({"configurable": conf}, checkpoint, found.metadata, new_versions)
     tasks: dict[str, list[tuple[str, Any]]] = {}
@@ -239,3 +258,43 @@ def copy_checkpoint(
     for task_id, writes in tasks.items():
         destination.put_writes(written, writes, task_id)
     return sum(len(w) for w in tasks.values())
+
+
+def _string_version(version: Any) -> Any:
+    """An integer channel version in the string form the string-versioned savers write
+    (``f"{n:032}.{fraction:016}"``, ordered by ``n``); anything else unchanged.
+
+    Example:
+        >>> _string_version(3)
+        '00000000000000000000000000000003.00000000000000.0'
+        >>> _string_version("3.x")
+        '3.x'
+    """
+    if isinstance(version, int) and not isinstance(version, bool):
+        return f"{version:032}.{0.0:016}"
+    return version
+
+
+def _versions_for(destination: BaseCheckpointSaver[Any], checkpoint: Any) -> Any:
+    """``checkpoint`` with integer channel versions written as strings when ``destination``
+    makes string versions (FoundryCheckpointer, SqliteSaver and PostgresSaver do; savers built
+    on ``BaseCheckpointSaver``'s default, langchain-azure-ai's among them, count in integers).
+
+    LangGraph compares a checkpoint's versions with the ones the saver makes next, and a string
+    never compares with an integer, so a thread copied unchanged would fail at its next step.
+    The same number is kept (the next version the destination makes is one more); the form is
+    fixed, so a copy run twice writes the same checkpoint.
+    """
+    versions = checkpoint.get("channel_versions") or {}
+    if not any(isinstance(v, int) and not isinstance(v, bool) for v in versions.values()):
+        return checkpoint
+    if not isinstance(destination.get_next_version(None, None), str):
+        return checkpoint
+    return {
+        **checkpoint,
+        "channel_versions": {k: _string_version(v) for k, v in versions.items()},
+        "versions_seen": {
+            node: {k: _string_version(v) for k, v in seen.items()}
+            for node, seen in (checkpoint.get("versions_seen") or {}).items()
+        },
+    }

@@ -331,7 +331,10 @@ def copy(
     ctx: typer.Context,
     source: Annotated[
         str,
-        typer.Option("--from", help="source saver: sqlite:PATH, postgres:DSN, foundry[:PREFIX]"),
+        typer.Option(
+            "--from",
+            help="source saver: sqlite:PATH, postgres:DSN, foundry[:PREFIX], foundry-lc[:PREFIX]",
+        ),
     ],
     destination: Annotated[
         str,
@@ -342,13 +345,24 @@ def copy(
     ] = None,
     json_out: JsonFlag = False,
 ) -> None:
-    """Copy threads between two LangGraph savers, keeping ids, order and pending writes."""
+    """Copy threads between two LangGraph savers, keeping ids, order and pending writes.
+
+    ``--from foundry-lc[:PREFIX]`` reads the stores of langchain-azure-ai's
+    FoundryCheckpointSaver (a source only; name the threads with ``--thread``).
+    """
     opts = _common.options(ctx, json_out)
     try:
         src_uri = _copy.parse_uri(source)
         dst_uri = _copy.parse_uri(destination)
     except _copy.CopyError as exc:
         raise typer.BadParameter(mask_secrets(str(exc))) from exc
+    if dst_uri.scheme == "foundry-lc":
+        raise typer.BadParameter("foundry-lc: is a source only: use it with --from")
+    if src_uri.scheme == "foundry-lc" and not thread:
+        raise typer.BadParameter(
+            "langchain-azure-ai's FoundryCheckpointSaver keeps no list of its threads: "
+            "name each thread to copy with --thread ID"
+        )
     if src_uri == dst_uri or (
         src_uri.scheme == dst_uri.scheme == "foundry"
         and (src_uri.target or opts.prefix) == (dst_uri.target or opts.prefix)
@@ -358,9 +372,17 @@ def copy(
     def foundry(prefix: str | None) -> BaseCheckpointSaver[Any]:
         return _saver(opts, prefix)
 
+    def foundry_lc(prefix: str | None) -> BaseCheckpointSaver[Any]:
+        from ._lc_source import LC_DEFAULT_PREFIX, LangchainAzureSource
+
+        kwargs = opts.store_kwargs(_prefix(opts))
+        return LangchainAzureSource(prefix or LC_DEFAULT_PREFIX, **kwargs)
+
     err = Console(stderr=True, highlight=False)
     with _failures(), contextlib.ExitStack() as stack:
-        src = stack.enter_context(_copy.open_saver(src_uri, role="source", foundry=foundry))
+        src = stack.enter_context(
+            _copy.open_saver(src_uri, role="source", foundry=foundry, foundry_lc=foundry_lc)
+        )
         dst = stack.enter_context(_copy.open_saver(dst_uri, role="destination", foundry=foundry))
         refs = _copy.plan_copy(src, thread or None)
         writes = 0

@@ -1,0 +1,99 @@
+"""``copy --from foundry-lc``: threads written by langchain-azure-ai's ``FoundryCheckpointSaver``
+move to ``FoundryCheckpointer`` and resume there, interrupts included (local and hosted).
+
+The threads are written by that saver in a process of its own, as the old deployment would have
+(hosted: against the emulator as user ``alice``, trusting its certificate with
+``SSL_CERT_FILE``; local: the SDK's own local files), then copied by the CLI as the same user.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from langgraph.types import Command
+
+from foundry_checkpoint import FoundryCheckpointer
+
+from .conftest import Cli, build, config
+
+ROOT = Path(__file__).resolve().parents[2]
+PREFIX = "old-app/checkpoints"
+
+
+def _write_with_langchain_azure_saver(env: Any, user: str = "alice") -> dict[str, list[str]]:
+    child = {**os.environ, "PYTHONPATH": str(ROOT)}
+    if env.mode == "hosted":
+        child["SSL_CERT_FILE"] = env.emulator.ca_file
+    done = subprocess.run(
+        [sys.executable, "-m", "tests.cli._lc_writer", user, PREFIX],
+        cwd=ROOT,
+        env=child,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-4000:]
+    written: dict[str, list[str]] = json.loads(done.stdout.strip().splitlines()[-1])
+    return written
+
+
+def _ids(saver: FoundryCheckpointer, thread: str) -> list[str]:
+    return [c.config["configurable"]["checkpoint_id"] for c in saver.list(config(thread))]
+
+
+@pytest.mark.multiprocess  # the old app writes in a process of its own
+def test_a_thread_of_langchain_azure_ais_saver_is_copied_and_resumes(cli: Cli) -> None:
+    written = _write_with_langchain_azure_saver(cli.env)
+    assert len(written["lc-asked"]) >= 3 and len(written["lc-done"]) >= 6, written
+
+    args = ["copy", "--from", f"foundry-lc:{PREFIX}", "--to", "foundry"]
+    threads = ["--thread", "lc-asked", "--thread", "lc-done"]
+    first = cli.json(*args, *threads)
+    total = len(written["lc-asked"]) + len(written["lc-done"])
+    assert first["threads"] == ["lc-asked", "lc-done"] and first["checkpoints"] == total
+    assert first["writes"] >= 1  # the interrupt's pending write, at least
+
+    with cli.saver() as saver:
+        # same ids, same order
+        assert {t: _ids(saver, t) for t in written} == written
+        graph = build(saver, ask=True)
+        state = graph.get_state(config("lc-asked"))
+        assert state.next == ("ask",) and state.values["steps"] == ["a", "b"]
+        assert [i.value for t in state.tasks for i in t.interrupts] == ["go on?"]
+        resumed = graph.invoke(Command(resume="yes"), config("lc-asked"))
+        assert resumed["steps"] == ["a", "b", "answer:yes"]
+        assert build(saver).get_state(config("lc-done")).values["steps"] == [
+            "a", "b", "again", "a", "b",
+        ]  # fmt: skip
+
+    # run again (a redeploy that copies before it starts): nothing doubles, the resumed run stays
+    again = cli.json(*args, *threads)
+    assert again["checkpoints"] == total
+    with cli.saver() as saver:
+        ids = _ids(saver, "lc-asked")
+        assert ids[1:] == written["lc-asked"] and len(ids) == len(written["lc-asked"]) + 1
+        assert build(saver, ask=True).get_state(config("lc-asked")).values["steps"][-1] == (
+            "answer:yes"
+        )
+
+    if cli.env.mode == "hosted":
+        # another user's partition holds none of alice's threads (the SDK's local files, where
+        # that saver keeps them locally, have no partitions)
+        other = cli("--json", *args, "--thread", "lc-asked", user="bob")
+        assert other.exit_code != 0 and "lc-asked" in other.output + other.stderr
+
+
+def test_foundry_lc_is_a_named_source_only(cli: Cli) -> None:
+    no_threads = cli("copy", "--from", "foundry-lc", "--to", "foundry")
+    assert no_threads.exit_code == 2 and "--thread" in no_threads.output + no_threads.stderr
+    as_target = cli("copy", "--from", "foundry", "--to", "foundry-lc", "--thread", "t")
+    assert as_target.exit_code == 2 and "source only" in as_target.output + as_target.stderr
+    missing = cli("copy", "--from", "foundry-lc", "--to", "foundry", "--thread", "never")
+    assert missing.exit_code == 1 and "never" in missing.output + missing.stderr
