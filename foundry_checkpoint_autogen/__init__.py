@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from foundry_checkpoint._version import __version__ as __version__
+from foundry_checkpoint.adapter import __version__ as __version__
 
 from ._agent import DurableAgent, durable_factory
 from ._runtime import DurableSingleThreadedAgentRuntime, load_runtime, running, save_runtime

@@ -264,7 +264,7 @@ def durable_factory(
     if not isinstance(store, AutoGenStateStore):
         raise TypeError(f"store must be an AutoGenStateStore, got {type(store).__name__}")
     if scope is not None:
-        from foundry_checkpoint._store._naming import check_identifier
+        from foundry_checkpoint.adapter import check_identifier
 
         check_identifier(scope, "scope")
 

@@ -30,14 +30,21 @@ from collections.abc import Coroutine, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final, TypeVar
 
-from foundry_checkpoint import _codec
-from foundry_checkpoint._core import CheckpointCore, LocalBackend, Scope, newest_item
-from foundry_checkpoint._lifecycle import CoreOwner
-from foundry_checkpoint._options import StoreOptions
-from foundry_checkpoint._store._limits import DEFAULT_ITEM_TTL_SECONDS
-from foundry_checkpoint._store._listing import create_item
-from foundry_checkpoint._store._naming import check_identifier, item_key, tag_value, unescape
-from foundry_checkpoint._store._protocol import ItemKey
+from foundry_checkpoint.adapter import (
+    DEFAULT_ITEM_TTL_SECONDS,
+    CoreOwner,
+    ItemKey,
+    LocalBackend,
+    Scope,
+    check_identifier,
+    create_item,
+    item_key,
+    new_core,
+    newest_item,
+    spilled_digest,
+    tag_value,
+    unescape,
+)
 from foundry_checkpoint.errors import CorruptPayloadError, InvalidArgumentError, InvalidStateError
 
 if TYPE_CHECKING:
@@ -254,20 +261,7 @@ class AutoGenStateStore(CoreOwner):
             raise InvalidArgumentError(
                 f"keep_versions must be a positive int or None (keep all), got {keep_versions!r}"
             )
-        self._core = CheckpointCore(
-            StoreOptions(
-                store_prefix=store_prefix,
-                credential=credential,
-                endpoint=endpoint,
-                user_id=user_id,
-                trusted_delegation=trusted_delegation,
-                item_ttl_seconds=item_ttl_seconds,
-                spill=spill,
-                local_backend=local_backend,
-                client_kwargs=client_kwargs,
-            ),
-            scope_word="scope",
-        )
+        self._core = new_core(locals(), scope_word="scope")
         self._owns_core = True
         self._keep = keep_versions
         # (user, scope, kind, name) -> [lock, holders]; an entry lives only while in use, so the
@@ -457,7 +451,7 @@ class AutoGenStateStore(CoreOwner):
         tags = {**tags, _TAG_VER: version}
         extra = {_EXTRA_KIND: kind, _EXTRA_NAME: name, _EXTRA_VER: version}
         value = await scope.encode(key, payload, tags=tags, extra=extra)
-        digest = _codec.spilled_digest(value)
+        digest = spilled_digest(value)
         if digest is not None:
             tags[_TAG_BLOB] = digest
         await create_item(scope.store, key, value, tags=tags)

@@ -156,7 +156,7 @@ class TeamSession:
         *,
         name: str | None = None,
     ) -> None:
-        from foundry_checkpoint._store._naming import check_identifier
+        from foundry_checkpoint.adapter import check_identifier
 
         if not isinstance(store, AutoGenStateStore):
             raise TypeError(f"store must be an AutoGenStateStore, got {type(store).__name__}")

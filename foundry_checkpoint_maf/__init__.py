@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from foundry_checkpoint._version import __version__ as __version__
+from foundry_checkpoint.adapter import __version__ as __version__
 
 from ._payload import CheckpointDecodeError, CheckpointTamperedError, CheckpointTypeBlockedError
 from ._storage import FoundryCheckpointStorage, StoredCheckpoint

@@ -21,10 +21,7 @@ from agent_framework import CheckpointStorage
 from agent_framework_foundry_hosting import ContextScopedStoreProvider
 from azure.ai.agentserver.core import AgentConfig, FoundryAgentRequestContext
 
-from foundry_checkpoint._core import CheckpointCore, LocalBackend
-from foundry_checkpoint._lifecycle import CoreOwner
-from foundry_checkpoint._options import StoreOptions
-from foundry_checkpoint._store._limits import DEFAULT_ITEM_TTL_SECONDS
+from foundry_checkpoint.adapter import DEFAULT_ITEM_TTL_SECONDS, CoreOwner, LocalBackend, new_core
 from foundry_checkpoint.errors import InvalidArgumentError
 
 from ._payload import check_value, type_keys
@@ -66,20 +63,7 @@ class FoundryCheckpointStorageProvider(CoreOwner, ContextScopedStoreProvider[Che
         **client_kwargs: Any,
     ) -> None:
         self._allowed = type_keys(allowed_checkpoint_types)
-        self._core = CheckpointCore(
-            StoreOptions(
-                store_prefix=store_prefix,
-                credential=credential,
-                endpoint=endpoint,
-                user_id=user_id,
-                trusted_delegation=trusted_delegation,
-                item_ttl_seconds=item_ttl_seconds,
-                spill=spill,
-                local_backend=local_backend,
-                client_kwargs=client_kwargs,
-            ),
-            scope_word="context",
-        )
+        self._core = new_core(locals(), scope_word="context")
 
     @property
     def allowed_checkpoint_types(self) -> frozenset[str]:

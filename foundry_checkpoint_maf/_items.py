@@ -7,8 +7,7 @@ storage's job (:mod:`foundry_checkpoint_maf._payload`), the layout of keys and t
 store does not exist has no checkpoints.
 
 Example:
-    >>> from foundry_checkpoint._core import CheckpointCore
-    >>> from foundry_checkpoint._options import StoreOptions
+    >>> from foundry_checkpoint.adapter import CheckpointCore, StoreOptions
     >>> core = CheckpointCore(StoreOptions(store_prefix="maf"), scope_word="context")
     >>> items = ContextItems(core, "conv-1")
     >>> core.run(items.keys({"kind": "maf.checkpoint"}))
@@ -25,10 +24,14 @@ from typing import Any, Final
 
 from agent_framework import WorkflowCheckpointException
 
-from foundry_checkpoint import _codec
-from foundry_checkpoint._aio import bounded
-from foundry_checkpoint._core import CheckpointCore, Scope, newest_item
-from foundry_checkpoint._store._protocol import ItemKey
+from foundry_checkpoint.adapter import (
+    CheckpointCore,
+    ItemKey,
+    Scope,
+    bounded,
+    newest_item,
+    spilled_digest,
+)
 from foundry_checkpoint.errors import CorruptPayloadError, FoundryCheckpointError
 
 from ._payload import CheckpointDecodeError
@@ -59,7 +62,7 @@ class ContextItems:
         context_id: the context (None: the prefix's default store).
 
     Example:
-        >>> from foundry_checkpoint._options import StoreOptions
+        >>> from foundry_checkpoint.adapter import StoreOptions
         >>> core = CheckpointCore(StoreOptions(store_prefix="maf"), scope_word="context")
         >>> ContextItems(core, None).context_id is None
         True
@@ -176,7 +179,7 @@ class ContextItems:
             raise self._missing(checkpoint_id)
         record = stored(match, item.value)
         size = len(json.dumps(item.value, separators=(",", ":")).encode("utf-8"))
-        spilled = _codec.spilled_digest(item.value) is not None
+        spilled = spilled_digest(item.value) is not None
         return StoredCheckpoint(
             record.checkpoint_id,
             record.workflow_name,
@@ -206,7 +209,7 @@ class ContextItems:
         if item is None:
             return False
         await scope.store.delete_item(key)
-        digest = _codec.spilled_digest(item.value)
+        digest = spilled_digest(item.value)
         spill = scope.spill
         if digest is not None and spill is not None:
             namespace = await scope.namespace(create=False)
@@ -220,7 +223,7 @@ async def referenced(scope: Scope) -> set[str]:
     found: set[str] = set()
     for key in await scope.keys(kind_filter()):
         item = await scope.store.get_item(key.key)
-        digest = None if item is None else _codec.spilled_digest(item.value)
+        digest = None if item is None else spilled_digest(item.value)
         if digest is not None:
             found.add(digest)
     return found

@@ -20,8 +20,7 @@ from __future__ import annotations
 from collections.abc import Coroutine
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from foundry_checkpoint._core import DEFAULT_GC_GRACE_SECONDS, GcReport
-from foundry_checkpoint._lifecycle import CoreOwner
+from foundry_checkpoint.adapter import DEFAULT_GC_GRACE_SECONDS, CoreOwner, GcReport
 from foundry_checkpoint.errors import InvalidArgumentError
 
 from ._items import ContextItems, referenced

@@ -33,8 +33,7 @@ from typing import Any, Final
 
 from agent_framework import WorkflowCheckpointException
 
-from foundry_checkpoint._store._naming import item_key, tag_value, unescape
-from foundry_checkpoint._store._protocol import ItemKey
+from foundry_checkpoint.adapter import ItemKey, item_key, tag_value, unescape
 from foundry_checkpoint.errors import InvalidArgumentError
 
 __all__ = [

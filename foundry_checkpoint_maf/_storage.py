@@ -29,10 +29,13 @@ from typing import TYPE_CHECKING, Any
 
 from agent_framework import CheckpointID, WorkflowCheckpoint, WorkflowCheckpointException
 
-from foundry_checkpoint._core import CheckpointCore, LocalBackend
-from foundry_checkpoint._options import StoreOptions
-from foundry_checkpoint._store._limits import DEFAULT_ITEM_TTL_SECONDS
-from foundry_checkpoint._store._naming import check_identifier
+from foundry_checkpoint.adapter import (
+    DEFAULT_ITEM_TTL_SECONDS,
+    CheckpointCore,
+    LocalBackend,
+    check_identifier,
+    new_core,
+)
 
 from ._items import ContextItems
 from ._maintenance import Maintenance
@@ -163,20 +166,7 @@ class FoundryCheckpointStorage(Maintenance):
         allowed = type_keys(allowed_checkpoint_types)
         if context_id is not None:
             check_identifier(context_id, "context_id")
-        core = CheckpointCore(
-            StoreOptions(
-                store_prefix=store_prefix,
-                credential=credential,
-                endpoint=endpoint,
-                user_id=user_id,
-                trusted_delegation=trusted_delegation,
-                item_ttl_seconds=item_ttl_seconds,
-                spill=spill,
-                local_backend=local_backend,
-                client_kwargs=client_kwargs,
-            ),
-            scope_word="context",
-        )
+        core = new_core(locals(), scope_word="context")
         self._setup(core, context_id, allowed, owns_core=True, request_context=None)
 
     def _setup(

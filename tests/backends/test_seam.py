@@ -38,3 +38,22 @@ def test_the_check_finds_a_comparison() -> None:
     assert COMPARISON.search("compress=kind != 'local-sqlite',")
     assert COMPARISON.search('if local_backend in ("sqlite", "sdk"):')
     assert not COMPARISON.search("compress=scope.core.backend.compresses,")
+
+
+def test_the_adapter_contract_forbids_every_private_module() -> None:
+    import tomllib
+
+    config = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
+    contracts = {c["id"]: c for c in config["tool"]["importlinter"]["contracts"]}
+    contract = contracts["adapters-use-the-interface"]
+    assert contract["source_modules"] == ["foundry_checkpoint_maf", "foundry_checkpoint_autogen"]
+    package = ROOT / "foundry_checkpoint"
+    private = {
+        f"foundry_checkpoint.{path.stem if path.suffix == '.py' else path.name}"
+        for path in package.iterdir()
+        if path.name.startswith("_")
+        and not path.name.startswith("__")
+        and (path.suffix == ".py" or (path / "__init__.py").is_file())
+    }
+    assert private <= set(contract["forbidden_modules"])
+    assert "foundry_checkpoint.spill.*" in contract["forbidden_modules"]
