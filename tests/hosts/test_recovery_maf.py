@@ -1,0 +1,194 @@
+"""SIGKILL a resilient MAF host mid-workflow, ten times per mode: the platform's runtime recovers.
+
+agent-framework-foundry-hosting's ``ResponsesHostServer(resilient_background=True)`` runs each
+background request as a task of azure-ai-agentserver-core's resilient runtime and the workflow
+with ``FoundryCheckpointStorageProvider`` (``tests/hosts/apps/kill_maf_workflow.py``: four slow
+steps, each one superstep, each journalling its side effect). Each turn is killed at a seeded
+random point: inside a step (before its side effect), between a step's side effect and its
+checkpoint, or while the checkpoint of a state over the item limit is being written (chunk
+items in hosted mode, a spill file in local mode). A new process recovers the stale task at
+start-up and resumes the workflow from its last checkpoint, with nothing configured for it.
+
+Checked per kill: the task completes on its own (the new process's start-up scan recovers it),
+the client's ``GET`` returns the one completed response with the output of an uninterrupted
+run, only the step in flight at the kill journals its side effect twice, and after all kills a
+garbage collection finds no orphaned blob or chunk. Local mode runs without the hosting
+variables (tasks, responses and checkpoints under ``AGENTSERVER_STATE_ROOT``); hosted mode runs
+on ``agent_environment()`` against the emulator's task API, response store and state store.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from foundry_checkpoint_maf import FoundryCheckpointStorage
+
+from ._kills import Counts, effects, in_flight, kill_at, prepare
+from .conftest import Host, Platform
+
+pytestmark = [pytest.mark.slow, pytest.mark.multiprocess]
+
+APP = "kill_maf_workflow:app"
+APPS = Path(__file__).resolve().parent / "apps"
+STEPS = 4
+WORK, SETTLE = 0.5, 0.3  # the app's defaults: before a step's side effect, and after it
+KILLS = 10
+USER = "alice"
+
+
+def submit(host: Host, run: str) -> str:
+    accepted = host.post(USER, "/responses", {"input": run, "background": True, "store": True})
+    assert accepted.status_code == 200, accepted.text
+    response_id: str = accepted.json()["id"]
+    return response_id
+
+
+def outcome(host: Host, response_id: str) -> dict[str, Any]:
+    """Poll until the response is terminal. A recovering local host answers 404 for a moment."""
+    deadline = time.monotonic() + 90
+    while True:
+        got = host.get(USER, f"/responses/{response_id}")
+        if got.status_code == 200 and got.json()["status"] not in ("queued", "in_progress"):
+            final: dict[str, Any] = got.json()
+            return final
+        assert got.status_code in (200, 404), (got.status_code, got.text)
+        assert time.monotonic() < deadline, host.log_text()[-4000:]
+        time.sleep(0.1)
+
+
+def texts(response: dict[str, Any]) -> list[str]:
+    assert response["status"] == "completed", response
+    return [
+        part["text"]
+        for item in response["output"]
+        if item["type"] == "message"
+        for part in item["content"]
+    ]
+
+
+def plan(rng: random.Random) -> list[tuple[str, str, int, str, float]]:
+    """(kind, run, step, journal event to wait for, delay after it) for each kill."""
+    out: list[tuple[str, str, int, str, float]] = []
+    for n in range(KILLS):
+        kind = ("inside a step", "between effect and checkpoint", "during a chunked write")[n % 3]
+        if kind == "inside a step":
+            out.append((kind, f"k{n}", rng.randrange(STEPS), "start", rng.uniform(0.05, WORK)))
+        elif kind == "between effect and checkpoint":
+            out.append((kind, f"k{n}", rng.randrange(STEPS), "effect", rng.uniform(0, SETTLE)))
+        else:  # step 0 keeps a value over the item limit; its checkpoint follows the settle
+            delay = SETTLE + rng.uniform(0.0, 0.12)
+            out.append((kind, f"big:k{n}", 0, "effect", delay))
+    return out
+
+
+def local_tasks(root: Path) -> list[dict[str, Any]]:
+    found = []
+    for path in (root / "state" / "tasks").rglob("*.json"):
+        try:
+            record = json.loads(path.read_text())
+        except ValueError:
+            continue
+        if isinstance(record, dict) and "status" in record:
+            found.append(record)
+    return found
+
+
+async def collect(
+    platform: Platform, mode: str, monkeypatch: pytest.MonkeyPatch
+) -> tuple[int, int]:
+    """Garbage-collect the user's checkpoint stores with no grace period, then look again.
+
+    Returns:
+        The unreferenced blobs or chunks the kills left (collected), and those found after.
+    """
+    if mode == "local":
+        monkeypatch.setenv("AGENTSERVER_STATE_ROOT", str(platform.root / "state"))
+        monkeypatch.delenv("FOUNDRY_HOSTING_ENVIRONMENT", raising=False)
+        storage = FoundryCheckpointStorage("gc", store_prefix="killable", user_id=USER)
+    else:
+        monkeypatch.setenv("FOUNDRY_HOSTING_ENVIRONMENT", "emulator")
+        storage = FoundryCheckpointStorage(
+            "gc",
+            store_prefix="killable",
+            credential=platform.emulator.credential(user=USER),
+            endpoint=platform.emulator.endpoint,
+            connection_verify=platform.emulator.ca_file,
+        )
+    async with storage:
+        report = await storage.gc(grace_seconds=0)
+        after = await storage.gc(grace_seconds=0, dry_run=True)
+    assert report.scanned_scopes >= KILLS, report  # the kills' contexts were looked at
+    assert after.referenced == report.referenced >= 1, after  # the big states' data stays live
+    return len(report.deleted), len(after.deleted)
+
+
+@pytest.mark.parametrize("mode", ["local", "hosted"])
+async def test_sigkill_at_random_points_then_the_task_recovers_on_its_own(
+    platform: Platform, mode: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    journal = prepare(platform, mode)
+    rng = random.Random(f"maf-{mode}")
+    counts = Counts(f"MAF ResponsesHostServer(resilient_background=True), {mode}")
+    host = platform.start(APP, apps=APPS)
+
+    # Uninterrupted runs: what every killed run must end with.
+    expected: dict[str, str] = {}
+    for run in ("base", "big:base"):
+        (said,) = texts(outcome(host, submit(host, run)))
+        expected[run] = said.replace(run, "RUN")
+        assert effects(journal, run) == dict.fromkeys(range(STEPS), 1)
+    assert expected["base"] != expected["big:base"]  # the big state reached the end
+
+    for kind, run, step, event, delay in plan(rng):
+        response_id = submit(host, run)
+        kill_at(host, journal, run, step, event, delay)
+        counts.kills += 1
+        counts.points[kind] += 1
+        flying = in_flight(journal, run)
+        before = effects(journal, run)
+
+        host = platform.start(APP, apps=APPS)
+        final = outcome(host, response_id)
+        assert f"Recovered task {response_id} is now active" in host.log_text(), kind
+        counts.recoveries += 1
+        # One completed response, with the output of an uninterrupted run.
+        said = texts(final)
+        assert said == [
+            expected["big:base" if run.startswith("big:") else "base"].replace("RUN", run)
+        ], (kind, said)
+        # Every step's side effect happened; only the step in flight may have run twice.
+        after = effects(journal, run)
+        assert set(after) == set(range(STEPS)) and all(after[s] >= 1 for s in after), after
+        repeated = {s for s, n in after.items() if n > 1}
+        assert repeated <= {flying}, (kind, flying, before, after)
+        if kind == "inside a step":  # killed before its side effect: it happens once
+            assert flying == step and repeated == set(), (flying, after)
+        elif kind == "between effect and checkpoint":  # done but not durable: runs again
+            assert flying == step and repeated == {step}, (flying, after)
+        assert all(n <= 2 for n in after.values()), after
+        counts.repeated += len(repeated)
+
+    if mode == "hosted":
+        calls = platform.emulator.platform_requests
+        turns = KILLS + 2
+        # every turn's task was created once and removed once it completed
+        assert calls["create_task"] == turns and calls["delete_task"] == turns, calls
+    else:
+        assert [t["id"] for t in local_tasks(platform.root) if t["status"] != "completed"] == []
+    collected, counts.orphans = await collect(platform, mode, monkeypatch)
+    counts.report()
+    print(f"  unreferenced blobs or chunks left by the kills, collected by gc: {collected}")
+    assert counts.kills == counts.recoveries == KILLS
+    assert counts.points == {
+        "inside a step": 4,
+        "between effect and checkpoint": 3,
+        "during a chunked write": 3,
+    }
+    assert counts.repeated <= KILLS
+    assert counts.orphans == 0
