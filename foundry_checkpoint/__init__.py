@@ -38,6 +38,7 @@ from .spill import LocalSpill, SpillStore
 if TYPE_CHECKING:
     from ._langgraph._saver import FoundryCheckpointer
     from ._serde import StrictSerializer
+    from .migrate import LangchainAzureSource, acopy_thread, copy_thread
     from .spill import AzureBlobSpill
 
 __all__ = [
@@ -51,6 +52,7 @@ __all__ = [
     "InvalidArgumentError",
     "InvalidIdentifierError",
     "IsolationRefusedError",
+    "LangchainAzureSource",
     "LocalSpill",
     "MissingBlobError",
     "PayloadNotFoundError",
@@ -60,6 +62,8 @@ __all__ = [
     "StrictSerializer",
     "UnreadableValueError",
     "UnsafeValueError",
+    "acopy_thread",
+    "copy_thread",
 ]
 
 
@@ -81,6 +85,10 @@ def __getattr__(name: str) -> Any:
         from .spill import AzureBlobSpill
 
         return AzureBlobSpill
+    if name in ("LangchainAzureSource", "acopy_thread", "copy_thread"):
+        from . import migrate
+
+        return getattr(migrate, name)
     if name == "StrictSerializer":
         from ._serde import StrictSerializer
 

@@ -373,7 +373,7 @@ def copy(
         return _saver(opts, prefix)
 
     def foundry_lc(prefix: str | None) -> BaseCheckpointSaver[Any]:
-        from ._lc_source import LC_DEFAULT_PREFIX, LangchainAzureSource
+        from ..migrate import LC_DEFAULT_PREFIX, LangchainAzureSource
 
         kwargs = opts.store_kwargs(_prefix(opts))
         return LangchainAzureSource(prefix or LC_DEFAULT_PREFIX, **kwargs)
@@ -384,7 +384,9 @@ def copy(
             _copy.open_saver(src_uri, role="source", foundry=foundry, foundry_lc=foundry_lc)
         )
         dst = stack.enter_context(_copy.open_saver(dst_uri, role="destination", foundry=foundry))
-        refs = _copy.plan_copy(src, thread or None)
+        from ..migrate import copy_checkpoint, plan_copy  # needs LangGraph, as copy does
+
+        refs = plan_copy(src, thread or None)
         writes = 0
         progress = Progress(
             TextColumn("copying"),
@@ -400,7 +402,7 @@ def copy(
             task = progress.add_task("copy", total=len(refs), thread="")
             for ref in refs:
                 progress.update(task, thread=visible(ref.thread_id))
-                writes += _copy.copy_checkpoint(src, dst, ref)
+                writes += copy_checkpoint(src, dst, ref)
                 progress.advance(task)
         copied_threads = sorted({r.thread_id for r in refs})
         if thread:

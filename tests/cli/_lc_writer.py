@@ -1,10 +1,12 @@
 """Writes threads with langchain-azure-ai's own ``FoundryCheckpointSaver``, as an app would.
 
-Run as ``python -m tests.cli._lc_writer USER PREFIX``: in hosted mode
+Run as ``python -m tests.cli._lc_writer USER PREFIX [CALL_ID]``: in hosted mode
 (``FOUNDRY_HOSTING_ENVIRONMENT`` set, ``SSL_CERT_FILE`` trusting the emulator) against
 ``FOUNDRY_PROJECT_ENDPOINT`` as the emulator user ``USER``, else on the SDK's local files.
 Thread ``lc-asked`` ends in an interrupt, ``lc-done`` ran twice; each thread's checkpoint ids
-(newest first) are printed as JSON.
+(newest first) are printed as JSON. With ``CALL_ID`` the saver runs inside a request with that
+platform call id, as in a hosted agent: the service puts the threads in the partition of the
+user the call id names.
 """
 
 from __future__ import annotations
@@ -20,7 +22,11 @@ from langchain_azure_ai.agents.hosting._foundry_checkpoint_saver import FoundryC
 from tests.cli.conftest import build, config
 
 
-async def main(user: str, prefix: str) -> dict[str, list[str]]:
+async def main(user: str, prefix: str, call_id: str | None = None) -> dict[str, list[str]]:
+    if call_id:
+        from azure.ai.agentserver.core import FoundryAgentRequestContext, set_request_context
+
+        set_request_context(FoundryAgentRequestContext(call_id=call_id))
     credential: Any = None
     if os.environ.get("FOUNDRY_HOSTING_ENVIRONMENT"):
         from foundry_checkpoint.emulator import EmulatorCredential
@@ -41,4 +47,5 @@ async def main(user: str, prefix: str) -> dict[str, list[str]]:
 
 
 if __name__ == "__main__":
-    print(json.dumps(asyncio.run(main(sys.argv[1], sys.argv[2]))))
+    call = sys.argv[3] if len(sys.argv) > 3 else None
+    print(json.dumps(asyncio.run(main(sys.argv[1], sys.argv[2], call))))

@@ -16,9 +16,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from azure.ai.agentserver.core import FoundryAgentRequestContext
 from langgraph.types import Command
 
-from foundry_checkpoint import FoundryCheckpointer
+from foundry_checkpoint import FoundryCheckpointer, LangchainAzureSource, acopy_thread
+from tests._request import in_request
 
 from .conftest import Cli, build, config
 
@@ -26,12 +28,21 @@ ROOT = Path(__file__).resolve().parents[2]
 PREFIX = "old-app/checkpoints"
 
 
-def _write_with_langchain_azure_saver(env: Any, user: str = "alice") -> dict[str, list[str]]:
+def _write_with_langchain_azure_saver(
+    env: Any, user: str = "alice", call_id: str | None = None
+) -> dict[str, list[str]]:
     child = {**os.environ, "PYTHONPATH": str(ROOT)}
     if env.mode == "hosted":
         child["SSL_CERT_FILE"] = env.emulator.ca_file
     done = subprocess.run(
-        [sys.executable, "-m", "tests.cli._lc_writer", user, PREFIX],
+        [
+            sys.executable,
+            "-m",
+            "tests.cli._lc_writer",
+            user,
+            PREFIX,
+            *([call_id] if call_id else []),
+        ],
         cwd=ROOT,
         env=child,
         capture_output=True,
@@ -97,3 +108,39 @@ def test_foundry_lc_is_a_named_source_only(cli: Cli) -> None:
     assert as_target.exit_code == 2 and "source only" in as_target.output + as_target.stderr
     missing = cli("copy", "--from", "foundry-lc", "--to", "foundry", "--thread", "never")
     assert missing.exit_code == 1 and "never" in missing.output + missing.stderr
+
+
+@pytest.mark.multiprocess  # the old app writes in a process of its own
+async def test_each_users_threads_move_inside_their_own_requests(store_env: Any) -> None:
+    """Hosted end users' threads live in their partitions, which only their requests reach:
+    the app copies a thread in the user's request, before the graph runs."""
+
+    def request(user: str) -> FoundryAgentRequestContext:
+        if store_env.mode == "hosted":
+            return FoundryAgentRequestContext(call_id=store_env.call_id(user), user_id=user)
+        return FoundryAgentRequestContext(user_id=user)
+
+    # the old deployment: alice's request ran the graph with langchain-azure-ai's saver
+    call = store_env.call_id("alice") if store_env.mode == "hosted" else None
+    written = _write_with_langchain_azure_saver(store_env, user="agent", call_id=call)
+
+    legacy = LangchainAzureSource(PREFIX, **store_env.kwargs(user="agent"))
+    checkpointer = FoundryCheckpointer(**store_env.kwargs(user="agent"))
+    try:
+        with in_request(request("alice")):
+            copied = await acopy_thread(legacy, checkpointer, "lc-asked")
+            assert copied == len(written["lc-asked"])
+            graph = build(checkpointer, ask=True)
+            state = await graph.aget_state(config("lc-asked"))
+            assert state.next == ("ask",)
+            done = await graph.ainvoke(Command(resume="yes"), config("lc-asked"))
+            assert done["steps"] == ["a", "b", "answer:yes"]
+            # the next request: already there, nothing read from the old stores
+            assert await acopy_thread(legacy, checkpointer, "lc-asked") == 0
+        with in_request(request("bob")):
+            assert await checkpointer.aget_tuple(config("lc-asked")) is None
+            if store_env.mode == "hosted":  # the SDK's local files have no partitions
+                assert await acopy_thread(legacy, checkpointer, "lc-asked") == 0
+    finally:
+        legacy.close()
+        await checkpointer.aclose()

@@ -1,7 +1,14 @@
-"""``foundry-lc:``: langchain-azure-ai's ``FoundryCheckpointSaver`` layout, read as a copy source.
+"""Moving LangGraph threads between savers, and reading langchain-azure-ai's saver.
 
-langchain-azure-ai (1.2, ``langchain_azure_ai.agents.hosting``) ships a saver of its own on the
-same state store. Its layout, read from its source:
+:func:`copy_thread` (and :func:`acopy_thread`) copies one thread from any LangGraph
+``BaseCheckpointSaver`` into another, keeping checkpoint ids, their order (parents before
+children), metadata, channel values and pending writes (interrupts included); it is what
+``foundry-checkpoint copy`` does thread by thread. A thread the destination already has is
+left alone, so calling it again is cheap and changes nothing.
+
+:class:`LangchainAzureSource` reads the stores of langchain-azure-ai's own
+``FoundryCheckpointSaver`` (``langchain_azure_ai.agents.hosting``, 1.2), whose layout, read from
+its source, is:
 
 * one store per thread, ``{store_name_prefix}/{thread_id}`` (default prefix
   ``langchain_azure_ai.agents.hosting.FoundryCheckpointSaver``; a name over 128 characters
@@ -16,44 +23,62 @@ same state store. Its layout, read from its source:
   and the ``value`` in the same form.
 
 That saver is async-only, and its reads create the thread's store when it is missing (and
-refuse a store whose TTL differs from its argument), so :class:`LangchainAzureSource` reads the
-layout itself: a read-only, synchronous ``BaseCheckpointSaver`` whose I/O runs on a private
-loop of a :class:`~foundry_checkpoint._core.CheckpointCore` (hosted mode: the service, with the
-CLI's connection options and identity; local mode: the SDK's own local files, which is where
-that saver keeps them), decoding with :class:`~foundry_checkpoint.StrictSerializer`. The store
-keeps no list of its threads, so a copy names them (``--thread``).
+refuse a store whose TTL differs from its argument), so the source reads the layout itself: a
+read-only, synchronous ``BaseCheckpointSaver`` whose I/O runs on a private loop (hosted mode:
+the service, as the current request's caller, like every adapter of this package; local mode:
+the SDK's own local files, where that saver keeps them), decoding with
+:class:`~foundry_checkpoint.StrictSerializer`. The store keeps no list of its threads, so a
+copy names them.
+
+**Per-user partitions.** In hosted mode each end user's threads are in that user's partition
+of the store, which the service picks from the request's call id. A copy run outside a request
+(the CLI) reads the partition of the identity it runs as; to move end users' threads, copy each
+one inside that user's request, before the graph runs (see ``docs/migrating.md``).
 
 Example:
-    >>> lc_store_name("langchain_azure_ai.agents.hosting.FoundryCheckpointSaver", "t1")
-    'langchain_azure_ai.agents.hosting.FoundryCheckpointSaver/t1'
-    >>> len(lc_store_name("p", "x" * 200))
-    66
+    >>> from langgraph.checkpoint.memory import InMemorySaver
+    >>> from foundry_checkpoint import FoundryCheckpointer
+    >>> old, new = InMemorySaver(), FoundryCheckpointer()
+    >>> copy_thread(old, new, "never-used"), copy_thread(LangchainAzureSource(), new, "t-0")
+    (0, 0)
+    >>> new.close()
 """
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import binascii
 import builtins
 import hashlib
 from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final, cast
 
 from langgraph.checkpoint.base import BaseCheckpointSaver, CheckpointTuple
 
-from .._core import CheckpointCore
-from .._options import StoreOptions
-from .._serde import StrictSerializer
-from .._store._hosted import hosted
-from .._store._listing import all_keys
-from .._store._protocol import StateStoreLike
-from ..errors import CorruptPayloadError, InvalidArgumentError
+from ._core import CheckpointCore
+from ._options import StoreOptions
+from ._serde import StrictSerializer
+from ._store._hosted import hosted
+from ._store._listing import all_keys
+from ._store._protocol import StateStoreLike
+from .errors import CorruptPayloadError, FoundryCheckpointError, InvalidArgumentError
 
 if TYPE_CHECKING:
     from langchain_core.runnables import RunnableConfig
     from langgraph.checkpoint.base import Checkpoint, CheckpointMetadata
 
-__all__ = ["LC_DEFAULT_PREFIX", "LangchainAzureSource", "lc_store_name"]
+__all__ = [
+    "LC_DEFAULT_PREFIX",
+    "CheckpointRef",
+    "LangchainAzureSource",
+    "acopy_thread",
+    "copy_checkpoint",
+    "copy_thread",
+    "lc_store_name",
+    "plan_copy",
+]
 
 LC_DEFAULT_PREFIX: Final = "langchain_azure_ai.agents.hosting.FoundryCheckpointSaver"
 """langchain-azure-ai's ``DEFAULT_STORE_NAME_PREFIX``."""
@@ -270,4 +295,175 @@ def _config(thread_id: str, ns: str, checkpoint_id: str) -> RunnableConfig:
             "checkpoint_ns": ns,
             "checkpoint_id": checkpoint_id,
         }
+    }
+
+
+@dataclass(frozen=True)
+class CheckpointRef:
+    """One checkpoint of the source, by id only."""
+
+    thread_id: str
+    checkpoint_ns: str
+    checkpoint_id: str
+
+
+def plan_copy(
+    source: BaseCheckpointSaver[Any], threads: list[str] | None = None
+) -> list[CheckpointRef]:
+    """Every checkpoint of ``threads`` (all threads when None), each thread oldest first.
+
+    ``list()`` returns a thread's checkpoints newest first, so each thread's run is reversed;
+    threads keep the order in which ``list()`` first named them.
+    """
+    configs: list[RunnableConfig | None] = [None]
+    if threads:
+        configs = [{"configurable": {"thread_id": t}} for t in threads]
+    per_thread: dict[str, list[CheckpointRef]] = {}
+    for config in configs:
+        for item in source.list(config):
+            conf = item.config["configurable"]
+            ref = CheckpointRef(
+                str(conf["thread_id"]),
+                str(conf.get("checkpoint_ns", "")),
+                str(conf["checkpoint_id"]),
+            )
+            per_thread.setdefault(ref.thread_id, []).append(ref)
+    out: list[CheckpointRef] = []
+    for refs in per_thread.values():
+        out.extend(reversed(refs))
+    return out
+
+
+def copy_checkpoint(
+    source: BaseCheckpointSaver[Any], destination: BaseCheckpointSaver[Any], ref: CheckpointRef
+) -> int:
+    """Copy one checkpoint and its pending writes; returns the number of writes copied.
+
+    Raises:
+        FoundryCheckpointError: the source no longer has the checkpoint (it changed during the
+            copy).
+    """
+    wanted: RunnableConfig = {
+        "configurable": {
+            "thread_id": ref.thread_id,
+            "checkpoint_ns": ref.checkpoint_ns,
+            "checkpoint_id": ref.checkpoint_id,
+        }
+    }
+    found = source.get_tuple(wanted)
+    if found is None:
+        raise FoundryCheckpointError(
+            f"checkpoint {ref.checkpoint_id!r} of thread {ref.thread_id!r} vanished from the "
+            "source during the copy"
+        )
+    conf: dict[str, Any] = {"thread_id": ref.thread_id, "checkpoint_ns": ref.checkpoint_ns}
+    parent = (found.parent_config or {}).get("configurable", {}).get("checkpoint_id")
+    if parent:
+        conf["checkpoint_id"] = parent
+    checkpoint = _versions_for(destination, found.checkpoint)
+    new_versions = dict(checkpoint["channel_versions"])
+    written = destination.put({"configurable": conf}, checkpoint, found.metadata, new_versions)
+    tasks: dict[str, list[tuple[str, Any]]] = {}
+    for task_id, channel, value in found.pending_writes or []:
+        tasks.setdefault(task_id, []).append((channel, value))
+    for task_id, writes in tasks.items():
+        destination.put_writes(written, writes, task_id)
+    return sum(len(w) for w in tasks.values())
+
+
+def copy_thread(
+    source: BaseCheckpointSaver[Any], destination: BaseCheckpointSaver[Any], thread_id: str
+) -> int:
+    """Copy thread ``thread_id`` from ``source`` into ``destination`` unless it has it already.
+
+    Every checkpoint of the thread (all namespaces) is written oldest first with its pending
+    writes, ids and parents kept, so the graph resumes in ``destination`` where it stopped in
+    ``source`` (an interrupted run with ``Command(resume=...)``). When ``destination`` already
+    has a checkpoint of the thread (copied before, or started there), nothing is read from the
+    source and nothing is written: one read of ``destination``. Run it before the graph runs
+    on the thread, not while it runs.
+
+    Args:
+        source: The saver to copy from (for example a :class:`LangchainAzureSource`).
+        destination: The saver to copy into (a ``FoundryCheckpointer``).
+        thread_id: The thread.
+
+    Returns:
+        How many checkpoints were copied (0: already there, or not in the source).
+
+    Example:
+        >>> from langgraph.checkpoint.memory import InMemorySaver
+        >>> from foundry_checkpoint import FoundryCheckpointer
+        >>> old = InMemorySaver()
+        >>> first = old.put({"configurable": {"thread_id": "t", "checkpoint_ns": ""}},
+        ...     {"v": 1, "id": "1", "ts": "", "channel_values": {}, "channel_versions": {},
+        ...      "versions_seen": {}}, {}, {})
+        >>> with FoundryCheckpointer() as new:
+        ...     copy_thread(old, new, "t"), copy_thread(old, new, "t")
+        (1, 0)
+    """
+    if not isinstance(thread_id, str) or not thread_id:
+        raise InvalidArgumentError(f"thread_id must be a non-empty string, got {thread_id!r}")
+    if destination.get_tuple({"configurable": {"thread_id": thread_id}}) is not None:
+        return 0
+    refs = plan_copy(source, [thread_id])
+    for ref in refs:
+        copy_checkpoint(source, destination, ref)
+    return len(refs)
+
+
+async def acopy_thread(
+    source: BaseCheckpointSaver[Any], destination: BaseCheckpointSaver[Any], thread_id: str
+) -> int:
+    """:func:`copy_thread` from async code (a host's request handler): it runs in a worker
+    thread with the caller's context (the request's identity), never blocking the loop.
+
+    Example:
+        >>> import asyncio
+        >>> from langgraph.checkpoint.memory import InMemorySaver
+        >>> from foundry_checkpoint import FoundryCheckpointer
+        >>> with FoundryCheckpointer() as new:
+        ...     asyncio.run(acopy_thread(InMemorySaver(), new, "none"))
+        0
+    """
+    return await asyncio.to_thread(copy_thread, source, destination, thread_id)
+
+
+def _string_version(version: Any) -> Any:
+    """An integer channel version in the string form the string-versioned savers write
+    (``f"{n:032}.{fraction:016}"``, ordered by ``n``); anything else unchanged.
+
+    Example:
+        >>> _string_version(3)
+        '00000000000000000000000000000003.00000000000000.0'
+        >>> _string_version("3.x")
+        '3.x'
+    """
+    if isinstance(version, int) and not isinstance(version, bool):
+        return f"{version:032}.{0.0:016}"
+    return version
+
+
+def _versions_for(destination: BaseCheckpointSaver[Any], checkpoint: Any) -> Any:
+    """``checkpoint`` with integer channel versions written as strings when ``destination``
+    makes string versions (FoundryCheckpointer, SqliteSaver and PostgresSaver do; savers built
+    on ``BaseCheckpointSaver``'s default, langchain-azure-ai's among them, count in integers).
+
+    LangGraph compares a checkpoint's versions with the ones the saver makes next, and a string
+    never compares with an integer, so a thread copied unchanged would fail at its next step.
+    The same number is kept (the next version the destination makes is one more); the form is
+    fixed, so a copy run twice writes the same checkpoint.
+    """
+    versions = checkpoint.get("channel_versions") or {}
+    if not any(isinstance(v, int) and not isinstance(v, bool) for v in versions.values()):
+        return checkpoint
+    if not isinstance(destination.get_next_version(None, None), str):
+        return checkpoint
+    return {
+        **checkpoint,
+        "channel_versions": {k: _string_version(v) for k, v in versions.items()},
+        "versions_seen": {
+            node: {k: _string_version(v) for k, v in seen.items()}
+            for node, seen in (checkpoint.get("versions_seen") or {}).items()
+        },
     }
