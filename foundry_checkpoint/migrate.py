@@ -51,7 +51,7 @@ import base64
 import binascii
 import builtins
 import hashlib
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final, cast
 
@@ -107,6 +107,8 @@ class LangchainAzureSource(BaseCheckpointSaver[str]):
 
     Args:
         prefix: That saver's ``store_name_prefix`` (default: its default).
+        allowlist: Classes (or ``(module, name)`` pairs) of the graph's state to decode
+            besides LangGraph's and langchain-core's own, as ``with_allowlist`` takes them.
         **store_kwargs: What a ``FoundryCheckpointer`` takes to reach the store (``endpoint``,
             ``credential``, ``user_id``, ``trusted_delegation``, client options); in local mode
             the SDK's own local files are read.
@@ -117,8 +119,14 @@ class LangchainAzureSource(BaseCheckpointSaver[str]):
         []
     """
 
-    def __init__(self, prefix: str = LC_DEFAULT_PREFIX, **store_kwargs: Any) -> None:
-        super().__init__(serde=StrictSerializer())
+    def __init__(
+        self,
+        prefix: str = LC_DEFAULT_PREFIX,
+        *,
+        allowlist: Iterable[tuple[str, ...] | type] = (),
+        **store_kwargs: Any,
+    ) -> None:
+        super().__init__(serde=StrictSerializer().with_msgpack_allowlist(allowlist))
         if not isinstance(prefix, str) or not prefix.strip("/"):
             raise InvalidArgumentError(
                 f"foundry-lc: needs a non-empty store prefix, got {prefix!r}"
