@@ -25,7 +25,11 @@ from tests._request import in_request
 from .conftest import Cli, build, config
 
 ROOT = Path(__file__).resolve().parents[2]
-PREFIX = "old-app/checkpoints"
+
+
+def _old_prefix(env: Any) -> str:
+    """The old app's store_name_prefix: one per test (the session emulator is shared)."""
+    return f"old-app/{env.prefix}"
 
 
 def _write_with_langchain_azure_saver(
@@ -40,7 +44,7 @@ def _write_with_langchain_azure_saver(
             "-m",
             "tests.cli._lc_writer",
             user,
-            PREFIX,
+            _old_prefix(env),
             *([call_id] if call_id else []),
         ],
         cwd=ROOT,
@@ -64,7 +68,7 @@ def test_a_thread_of_langchain_azure_ais_saver_is_copied_and_resumes(cli: Cli) -
     written = _write_with_langchain_azure_saver(cli.env)
     assert len(written["lc-asked"]) >= 3 and len(written["lc-done"]) >= 6, written
 
-    args = ["copy", "--from", f"foundry-lc:{PREFIX}", "--to", "foundry"]
+    args = ["copy", "--from", f"foundry-lc:{_old_prefix(cli.env)}", "--to", "foundry"]
     threads = ["--thread", "lc-asked", "--thread", "lc-done"]
     first = cli.json(*args, *threads)
     total = len(written["lc-asked"]) + len(written["lc-done"])
@@ -124,7 +128,7 @@ async def test_each_users_threads_move_inside_their_own_requests(store_env: Any)
     call = store_env.call_id("alice") if store_env.mode == "hosted" else None
     written = _write_with_langchain_azure_saver(store_env, user="agent", call_id=call)
 
-    legacy = LangchainAzureSource(PREFIX, **store_env.kwargs(user="agent"))
+    legacy = LangchainAzureSource(_old_prefix(store_env), **store_env.kwargs(user="agent"))
     checkpointer = FoundryCheckpointer(**store_env.kwargs(user="agent"))
     try:
         with in_request(request("alice")):
