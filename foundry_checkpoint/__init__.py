@@ -38,7 +38,7 @@ from .spill import LocalSpill, SpillStore
 if TYPE_CHECKING:
     from ._langgraph._saver import FoundryCheckpointer
     from ._serde import StrictSerializer
-    from .migrate import LangchainAzureSource, acopy_thread, copy_thread
+    from .migrate import LangchainAzureSource, MigratingCheckpointer, acopy_thread, copy_thread
     from .spill import AzureBlobSpill
 
 __all__ = [
@@ -54,6 +54,7 @@ __all__ = [
     "IsolationRefusedError",
     "LangchainAzureSource",
     "LocalSpill",
+    "MigratingCheckpointer",
     "MissingBlobError",
     "PayloadNotFoundError",
     "PayloadRef",
@@ -85,7 +86,7 @@ def __getattr__(name: str) -> Any:
         from .spill import AzureBlobSpill
 
         return AzureBlobSpill
-    if name in ("LangchainAzureSource", "acopy_thread", "copy_thread"):
+    if name in ("LangchainAzureSource", "MigratingCheckpointer", "acopy_thread", "copy_thread"):
         from . import migrate
 
         return getattr(migrate, name)

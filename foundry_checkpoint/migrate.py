@@ -33,7 +33,9 @@ copy names them.
 **Per-user partitions.** In hosted mode each end user's threads are in that user's partition
 of the store, which the service picks from the request's call id. A copy run outside a request
 (the CLI) reads the partition of the identity it runs as; to move end users' threads, copy each
-one inside that user's request, before the graph runs (see ``docs/migrating.md``).
+one inside that user's request, before the graph runs (see ``docs/migrating.md``), or let
+:class:`MigratingCheckpointer` do it when the graph first reads the thread (for hosts that run
+the graph themselves).
 
 Example:
     >>> from langgraph.checkpoint.memory import InMemorySaver
@@ -58,6 +60,7 @@ from typing import TYPE_CHECKING, Any, Final, cast
 from langgraph.checkpoint.base import BaseCheckpointSaver, CheckpointTuple
 
 from ._core import CheckpointCore
+from ._langgraph._saver import FoundryCheckpointer
 from ._options import StoreOptions
 from ._serde import StrictSerializer
 from ._store._hosted import hosted
@@ -73,6 +76,7 @@ __all__ = [
     "LC_DEFAULT_PREFIX",
     "CheckpointRef",
     "LangchainAzureSource",
+    "MigratingCheckpointer",
     "acopy_thread",
     "copy_checkpoint",
     "copy_thread",
@@ -403,11 +407,11 @@ def copy_thread(
         >>> from langgraph.checkpoint.memory import InMemorySaver
         >>> from foundry_checkpoint import FoundryCheckpointer
         >>> old = InMemorySaver()
-        >>> first = old.put({"configurable": {"thread_id": "t", "checkpoint_ns": ""}},
+        >>> first = old.put({"configurable": {"thread_id": "t-c", "checkpoint_ns": ""}},
         ...     {"v": 1, "id": "1", "ts": "", "channel_values": {}, "channel_versions": {},
         ...      "versions_seen": {}}, {}, {})
         >>> with FoundryCheckpointer() as new:
-        ...     copy_thread(old, new, "t"), copy_thread(old, new, "t")
+        ...     copy_thread(old, new, "t-c"), copy_thread(old, new, "t-c")
         (1, 0)
     """
     if not isinstance(thread_id, str) or not thread_id:
@@ -475,3 +479,92 @@ def _versions_for(destination: BaseCheckpointSaver[Any], checkpoint: Any) -> Any
             for node, seen in (checkpoint.get("versions_seen") or {}).items()
         },
     }
+
+
+class MigratingCheckpointer(FoundryCheckpointer):
+    """A :class:`~foundry_checkpoint.FoundryCheckpointer` that moves a thread from an old saver
+    the first time the graph reads it there and finds nothing.
+
+    For hosts that run the graph themselves (langchain-azure-ai's Responses and Invocations
+    hosts): compile the graph with it instead of ``FoundryCheckpointer`` and every conversation
+    moves, in its own user's request, when it is next used. When a read (``get_tuple`` /
+    ``aget_tuple``, which every run and ``get_state`` start with) finds no checkpoint and the
+    thread has none at all here, the thread is copied from ``legacy`` with :func:`copy_thread`
+    (all its checkpoints and pending writes, ids kept), and the read is answered from the copy.
+    A thread that exists here is never looked up in ``legacy``, so once a thread has moved
+    nothing changes; a new thread costs one look-up in ``legacy`` (one store request for a
+    :class:`LangchainAzureSource`) on its first read. Replace it with ``FoundryCheckpointer``
+    once the old stores have expired.
+
+    Args:
+        legacy: The saver to move threads from (a :class:`LangchainAzureSource`). It is
+            closed with this object.
+        **kwargs: What ``FoundryCheckpointer`` takes.
+
+    Example:
+        >>> from langgraph.checkpoint.memory import InMemorySaver
+        >>> old = InMemorySaver()
+        >>> _ = old.put({"configurable": {"thread_id": "t-m", "checkpoint_ns": ""}},
+        ...     {"v": 1, "id": "1", "ts": "", "channel_values": {"n": 1},
+        ...      "channel_versions": {"n": 1}, "versions_seen": {}}, {}, {"n": 1})
+        >>> with MigratingCheckpointer(legacy=old) as saver:
+        ...     saver.get_tuple({"configurable": {"thread_id": "t-m"}}).checkpoint["channel_values"]
+        {'n': 1}
+    """
+
+    def __init__(self, *, legacy: BaseCheckpointSaver[Any], **kwargs: Any) -> None:
+        if not isinstance(legacy, BaseCheckpointSaver):
+            raise InvalidArgumentError(
+                f"legacy must be a LangGraph checkpoint saver, got {type(legacy).__name__}"
+            )
+        super().__init__(**kwargs)
+        self.legacy = legacy
+
+    def __repr__(self) -> str:
+        return (
+            f"MigratingCheckpointer({self._core.describe()}, legacy={type(self.legacy).__name__})"
+        )
+
+    def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
+        """``FoundryCheckpointer.get_tuple``, moving the thread from ``legacy`` on a miss."""
+        found = super().get_tuple(config)
+        if found is None and self._moved(config):
+            found = super().get_tuple(config)
+        return found
+
+    async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
+        """``FoundryCheckpointer.aget_tuple``, moving the thread from ``legacy`` on a miss (in
+        a worker thread with the caller's context: the request's identity)."""
+        found = await super().aget_tuple(config)
+        if found is None and await asyncio.to_thread(self._moved, config):
+            found = await super().aget_tuple(config)
+        return found
+
+    def _moved(self, config: RunnableConfig) -> bool:
+        """Copy the thread of ``config`` from ``legacy`` when this saver has none of it."""
+        conf = config.get("configurable") or {}
+        thread_id = conf.get("thread_id")
+        if not isinstance(thread_id, str) or not thread_id:
+            return False
+        narrowed = conf.get("checkpoint_id") or conf.get("checkpoint_ns")
+        whole: RunnableConfig = {"configurable": {"thread_id": thread_id}}
+        if narrowed and FoundryCheckpointer.get_tuple(self, whole) is not None:
+            return False  # the thread is here: what config names is simply not
+        refs = plan_copy(self.legacy, [thread_id])
+        for ref in refs:
+            copy_checkpoint(self.legacy, self, ref)
+        return bool(refs)
+
+    def close(self) -> None:
+        """Close this saver and ``legacy`` (idempotent)."""
+        super().close()
+        close = getattr(self.legacy, "close", None)
+        if callable(close):
+            close()
+
+    async def aclose(self) -> None:
+        """Async form of :meth:`close`."""
+        await super().aclose()
+        close = getattr(self.legacy, "close", None)
+        if callable(close):
+            await asyncio.to_thread(close)

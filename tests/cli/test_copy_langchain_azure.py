@@ -19,7 +19,12 @@ import pytest
 from azure.ai.agentserver.core import FoundryAgentRequestContext
 from langgraph.types import Command
 
-from foundry_checkpoint import FoundryCheckpointer, LangchainAzureSource, acopy_thread
+from foundry_checkpoint import (
+    FoundryCheckpointer,
+    LangchainAzureSource,
+    MigratingCheckpointer,
+    acopy_thread,
+)
 from tests._request import in_request
 
 from .conftest import Cli, build, config
@@ -148,3 +153,36 @@ async def test_each_users_threads_move_inside_their_own_requests(store_env: Any)
     finally:
         legacy.close()
         await checkpointer.aclose()
+
+
+@pytest.mark.multiprocess  # the old app writes in a process of its own
+async def test_a_migrating_checkpointer_moves_each_thread_when_the_graph_reads_it(
+    store_env: Any,
+) -> None:
+    """For hosts that run the graph themselves: no call before the graph, the saver moves a
+    thread in the user's request the first time the graph finds nothing."""
+    if store_env.mode == "hosted":
+        alice = FoundryAgentRequestContext(call_id=store_env.call_id("alice"), user_id="alice")
+        call = alice.call_id
+    else:
+        alice, call = FoundryAgentRequestContext(user_id="alice"), None
+    written = _write_with_langchain_azure_saver(store_env, user="agent", call_id=call)
+
+    legacy = LangchainAzureSource(_old_prefix(store_env), **store_env.kwargs(user="agent"))
+    saver = MigratingCheckpointer(legacy=legacy, **store_env.kwargs(user="agent"))
+    try:
+        with in_request(alice):
+            # async: the interrupted thread resumes where the old saver left it
+            done = await build(saver, ask=True).ainvoke(Command(resume="yes"), config("lc-asked"))
+            assert done["steps"] == ["a", "b", "answer:yes"]
+            history = [c.config["configurable"]["checkpoint_id"] async for c in saver.alist(
+                config("lc-asked"))]  # fmt: skip
+            assert history[-len(written["lc-asked"]) :] == written["lc-asked"]
+            # a new thread runs as usual (nothing to move)
+            fresh = await build(saver).ainvoke({"steps": []}, config("brand-new"))
+            assert fresh["steps"] == ["a", "b"]
+        with in_request(alice):  # sync faces, a later request
+            state = build(saver).get_state(config("lc-done"))
+            assert state.values["steps"] == ["a", "b", "again", "a", "b"]
+    finally:
+        await saver.aclose()
