@@ -1,0 +1,23 @@
+"""A test host: ``samples/hosted_agents/langgraph_responses_host.py`` on the journaled graph.
+
+The sample's host (langchain-azure-ai's ``ResponsesHostServer`` with ``resilient_background``
+and ``steerable_conversations``, one ``FoundryCheckpointer``, nothing configured for the
+platform) serving ``recovery_pipeline.graph``: slow, journaled steps (see that module).
+"""
+
+from __future__ import annotations
+
+from langchain_azure_ai.agents.hosting import ResponsesHostServer, ResponsesServerOptions
+from recovery_pipeline import graph
+
+from foundry_checkpoint import FoundryCheckpointer
+from samples.hosted_agents.langgraph_pipeline import HashedChainStore
+
+checkpointer = FoundryCheckpointer(store_prefix="recovery-responses")
+host = ResponsesHostServer(
+    graph(checkpointer),
+    options=ResponsesServerOptions(resilient_background=True, steerable_conversations=True),
+    conversation_chain_store=HashedChainStore(),
+)
+app = host.app
+app.shutdown_handler(checkpointer.aclose)
