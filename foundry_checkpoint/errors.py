@@ -4,6 +4,40 @@ Every error derives from :class:`FoundryCheckpointError`, names the thread, cont
 concerns, and says what to do about it. Nothing is half-written when one of them is raised: the
 operation that raised it either completed before the error or left the store as it was.
 
+The tree (a class in ``foundry_checkpoint_maf`` in brackets; ``+ X`` is a second base)::
+
+    FoundryCheckpointError
+    ├── InvalidArgumentError                   + ValueError
+    │   ├── InvalidIdentifierError
+    │   ├── UntrustedDelegationError
+    │   └── [AllowedTypeEntryError]            + TypeError
+    ├── InvalidStateError                      + ValueError
+    ├── CheckpointTooLargeError
+    ├── IsolationRefusedError
+    ├── ConcurrentWriteError
+    ├── CorruptPayloadError
+    │   ├── UnsafeValueError
+    │   ├── TamperedPayloadError
+    │   │   └── [CheckpointTamperedError]      + [CheckpointDecodeError]
+    │   └── [CheckpointDecodeError]            + WorkflowCheckpointException
+    ├── TypeBlockedError
+    │   └── [CheckpointTypeBlockedError]       + WorkflowCheckpointException
+    ├── UnreadableValueError                   + TypeError
+    ├── MissingBlobError
+    ├── MissingDependencyError                 + ImportError
+    ├── CrossUserMessageError
+    ├── PayloadNotFoundError
+    └── StoreError                             + the SDK's FoundryStorageError
+        ├── StoreNotFoundError                 + FoundryStorageNotFoundError
+        ├── StoreBadRequestError               + FoundryStorageBadRequestError
+        │   └── StoreConflictError             + FoundryStorageConflictError
+        ├── StorePreconditionError             + FoundryStoragePreconditionError
+        └── StoreServiceError                  + FoundryStorageApiError
+
+The ``Store*`` errors are the state store's own failures (``azure.ai.agentserver.core.storage``'s
+``FoundryStorage*Error``) as the adapters pass them on: each is also the SDK's class, so code
+that catches the SDK's errors keeps working, and keeps the SDK's error as ``__cause__``.
+
 Example:
     >>> from foundry_checkpoint.errors import FoundryCheckpointError, InvalidIdentifierError
     >>> issubclass(InvalidIdentifierError, FoundryCheckpointError)
@@ -11,6 +45,15 @@ Example:
 """
 
 from __future__ import annotations
+
+from azure.ai.agentserver.core.storage import (
+    FoundryStorageApiError,
+    FoundryStorageBadRequestError,
+    FoundryStorageConflictError,
+    FoundryStorageError,
+    FoundryStorageNotFoundError,
+    FoundryStoragePreconditionError,
+)
 
 __all__ = [
     "CheckpointTooLargeError",
@@ -25,6 +68,14 @@ __all__ = [
     "MissingBlobError",
     "MissingDependencyError",
     "PayloadNotFoundError",
+    "StoreBadRequestError",
+    "StoreConflictError",
+    "StoreError",
+    "StoreNotFoundError",
+    "StorePreconditionError",
+    "StoreServiceError",
+    "TamperedPayloadError",
+    "TypeBlockedError",
     "UnreadableValueError",
     "UnsafeValueError",
     "UntrustedDelegationError",
@@ -202,4 +253,92 @@ class PayloadNotFoundError(FoundryCheckpointError):
     Example:
         >>> issubclass(PayloadNotFoundError, FoundryCheckpointError)
         True
+    """
+
+
+class TamperedPayloadError(CorruptPayloadError):
+    """A stored payload holds what no encoder of this package writes; nothing in it was run.
+
+    Signs of tampering rather than damage (MAF's checkpoints: a pickle calling a function, a
+    metaclass, ``BUILD`` on a class, out-of-band buffers). MAF raises it as
+    ``foundry_checkpoint_maf.CheckpointTamperedError`` and logs a WARNING. Restore the store
+    from a copy you trust, and find out who could write to it.
+
+    Example:
+        >>> issubclass(TamperedPayloadError, CorruptPayloadError)
+        True
+    """
+
+
+class TypeBlockedError(FoundryCheckpointError):
+    """A stored value holds a class that is not admitted: deserialization blocked, nothing run.
+
+    A configuration matter, not damage: admit the class (MAF: ``allowed_checkpoint_types`` or
+    ``agent_framework.register_checkpoint_type``). MAF raises it as
+    ``foundry_checkpoint_maf.CheckpointTypeBlockedError``.
+
+    Example:
+        >>> issubclass(TypeBlockedError, CorruptPayloadError)
+        False
+    """
+
+
+class StoreError(FoundryCheckpointError, FoundryStorageError):
+    """The state store refused or failed a call (its own error, passed on typed).
+
+    Also the SDK's ``FoundryStorageError`` with the same ``message``, ``status_code`` and
+    ``response_body``; the SDK's error is ``__cause__``. The message names the store and says
+    what to do; the subclasses tell the cases apart.
+
+    Example:
+        >>> from azure.ai.agentserver.core.storage import FoundryStorageError
+        >>> issubclass(StoreError, FoundryStorageError)
+        True
+    """
+
+
+class StoreNotFoundError(StoreError, FoundryStorageNotFoundError):
+    """The store (or item) does not exist: it was deleted, or expired under its TTL.
+
+    Example:
+        >>> from azure.ai.agentserver.core.storage import FoundryStorageNotFoundError
+        >>> issubclass(StoreNotFoundError, FoundryStorageNotFoundError)
+        True
+    """
+
+
+class StoreBadRequestError(StoreError, FoundryStorageBadRequestError):
+    """The store refused a request as invalid (``param`` names the field): a limit or a name.
+
+    Example:
+        >>> StoreBadRequestError("bad", param="key").param
+        'key'
+    """
+
+
+class StoreConflictError(StoreBadRequestError, FoundryStorageConflictError):
+    """What was to be created exists already.
+
+    Example:
+        >>> from azure.ai.agentserver.core.storage import FoundryStorageConflictError
+        >>> issubclass(StoreConflictError, FoundryStorageConflictError)
+        True
+    """
+
+
+class StorePreconditionError(StoreError, FoundryStoragePreconditionError):
+    """A conditional write lost: another writer changed the item first (``current_etag``).
+
+    Example:
+        >>> StorePreconditionError("changed", current_etag="e2").current_etag
+        'e2'
+    """
+
+
+class StoreServiceError(StoreError, FoundryStorageApiError):
+    """The service failed or refused the call (``status_code``: 401/403 identity, 429 or 5xx).
+
+    Example:
+        >>> StoreServiceError("busy", status_code=503).status_code
+        503
     """

@@ -40,8 +40,9 @@ from agent_framework._workflows import _checkpoint_encoding as _maf_encoding
 
 from foundry_checkpoint.errors import (
     CorruptPayloadError,
-    FoundryCheckpointError,
     InvalidArgumentError,
+    TamperedPayloadError,
+    TypeBlockedError,
 )
 
 from ._unpickle import Blocked, Damaged, Refusal, Tampered, key_of
@@ -170,7 +171,7 @@ class CheckpointDecodeError(WorkflowCheckpointException, CorruptPayloadError):
     """
 
 
-class CheckpointTamperedError(CheckpointDecodeError):
+class CheckpointTamperedError(CheckpointDecodeError, TamperedPayloadError):
     """A stored checkpoint holds a pickle no encoder writes; nothing in it was run.
 
     A function, a metaclass or ``builtins.type``, a re-exported name, a call of a framework
@@ -178,8 +179,9 @@ class CheckpointTamperedError(CheckpointDecodeError):
     a memo index it never stored: signs of tampering. Every read path raises it (listings and
     ``get_latest`` too, instead of skipping the checkpoint) and logs a WARNING ("tampered
     checkpoint ... refused") on the ``foundry_checkpoint_maf`` logger. Also a
-    :class:`CheckpointDecodeError` (and so a ``CorruptPayloadError``): the bytes are not what
-    this storage wrote.
+    :class:`CheckpointDecodeError` (and so a ``CorruptPayloadError``) and a
+    :class:`~foundry_checkpoint.errors.TamperedPayloadError`: the bytes are not what this
+    storage wrote.
 
     Example:
         >>> issubclass(CheckpointTamperedError, CheckpointDecodeError)
@@ -187,16 +189,16 @@ class CheckpointTamperedError(CheckpointDecodeError):
     """
 
 
-class CheckpointTypeBlockedError(WorkflowCheckpointException, FoundryCheckpointError):
+class CheckpointTypeBlockedError(WorkflowCheckpointException, TypeBlockedError):
     """A checkpoint holds a class that is not admitted: deserialization blocked, nothing run.
 
     A configuration matter, not damage: name the class in ``allowed_checkpoint_types`` (or
     register it with ``agent_framework.register_checkpoint_type``). The message starts with
     MAF's own wording, "Checkpoint deserialization blocked for type '<module:qualname>'", and
     :attr:`type_key` holds the key. A ``WorkflowCheckpointException``, so MAF callers catch it,
-    and a :class:`~foundry_checkpoint.errors.FoundryCheckpointError`, but not a
-    ``CorruptPayloadError``. ``load`` raises it; the listings and ``get_latest`` skip such a
-    checkpoint with an error in the log, as MAF's own file storage does.
+    and a :class:`~foundry_checkpoint.errors.TypeBlockedError` (a ``FoundryCheckpointError``),
+    but not a ``CorruptPayloadError``. ``load`` raises it; the listings and ``get_latest`` skip
+    such a checkpoint with an error in the log, as MAF's own file storage does.
 
     Example:
         >>> error = CheckpointTypeBlockedError("Checkpoint deserialization blocked ...", "a:B")

@@ -8,7 +8,9 @@ service), and naming another backend is an error. A new backend is one module wi
 plus one :func:`register_backend` call; nothing above the store layer changes.
 
 Every store is opened with ``user_isolation=True``, and :func:`open_isolated` refuses an
-existing store without it, whatever the backend.
+existing store without it, whatever the backend. Every client a chosen backend hands out
+raises typed errors (:mod:`._typed`: the SDK's ``FoundryStorage*Error`` as
+``foundry_checkpoint.errors.StoreError`` subclasses, the SDK's error kept as ``__cause__``).
 
 Example:
     >>> import asyncio, os, tempfile
@@ -28,17 +30,19 @@ Example:
 from __future__ import annotations
 
 from collections.abc import Callable
+from pathlib import Path
 from typing import Final, Literal
 
-from azure.ai.agentserver.core.storage import FoundryStorageNotFoundError
+from azure.ai.agentserver.core.storage import FoundryStorageError, FoundryStorageNotFoundError
 
-from foundry_checkpoint.errors import InvalidArgumentError, IsolationRefusedError
+from foundry_checkpoint.errors import InvalidArgumentError, IsolationRefusedError, StoreError
 
 from ._backend import Backend, BackendSettings, Caller
 from ._embedded import EmbeddedBackend
 from ._hosted import HostedBackend, hosted
 from ._limits import HOSTING_ENV
 from ._protocol import StateStoreLike
+from ._typed import typed, typed_error
 
 __all__ = [
     "DEFAULT_BACKEND",
@@ -170,7 +174,36 @@ def choose_backend(name: str, settings: BackendSettings) -> Backend:
         'local-sdk'
     """
     check_backend_choice(name)
-    return _HOSTED(settings) if hosted() else _LOCAL[name](settings)
+    return _Seam(_HOSTED(settings) if hosted() else _LOCAL[name](settings))
+
+
+class _Seam:
+    """A chosen backend whose clients raise typed errors (the store seam)."""
+
+    def __init__(self, inner: Backend) -> None:
+        self.inner = inner
+        self.kind = inner.kind
+        self.location = inner.location
+        self.compresses = inner.compresses
+        self.chunks_in_store = inner.chunks_in_store
+        self.spill_root: Path | None = inner.spill_root
+        self.first_page = inner.first_page
+        self.caller = inner.caller
+
+    async def open(self, name: str, partition: str, *, create: bool) -> StateStoreLike | None:
+        try:
+            store = await self.inner.open(name, partition, create=create)
+        except StoreError:
+            raise
+        except FoundryStorageError as exc:
+            raise typed_error(exc, name) from exc
+        return None if store is None else typed(store)
+
+    def bind(self, name: str, partition: str) -> StateStoreLike:
+        return typed(self.inner.bind(name, partition))
+
+    async def aclose(self) -> None:
+        await self.inner.aclose()
 
 
 async def open_isolated(

@@ -8,18 +8,20 @@ through the ``Backend`` object.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
+from azure.ai.agentserver.core.storage import FoundryStorageConflictError
 
 from foundry_checkpoint import FoundryCheckpointer
 from foundry_checkpoint._store._backends import register_backend
 from foundry_checkpoint._store._engine import StateEngine
 from foundry_checkpoint._store._protocol import RanksByTag, StateStoreLike
-from foundry_checkpoint.errors import InvalidArgumentError
+from foundry_checkpoint.errors import InvalidArgumentError, StoreConflictError
 from tests.conftest import StoreEnv
 from tests.emulator._harness import local_factory
 from tests.emulator.scenarios import SCENARIOS, ScenarioClock, StoreFactory
@@ -85,8 +87,8 @@ async def test_conformance_81_of_81_on_the_memory_backend(tmp_path: Path) -> Non
 async def test_the_adapters_see_only_the_backend_object(tmp_path: Path) -> None:
     with FoundryCheckpointer(local_backend=NAME) as saver:  # type: ignore[arg-type]
         assert (saver.kind, saver.location, saver.spill_location) == ("memory", "(memory)", None)
-        backend = saver._core.backend
-        assert isinstance(backend, MemoryBackend)
+        backend = saver._core.backend  # the registered backend, behind the store seam
+        assert isinstance(backend.inner, MemoryBackend)  # type: ignore[attr-defined]
         config = {"configurable": {"thread_id": "t-1", "checkpoint_ns": ""}}
         from langgraph.checkpoint.base import empty_checkpoint
 
@@ -94,6 +96,10 @@ async def test_the_adapters_see_only_the_backend_object(tmp_path: Path) -> None:
         assert saver.get_tuple(config).config == stored  # type: ignore[union-attr]
         store = saver._core.client(saver._core.name_for("t-1"), "local")
         assert not isinstance(store, RanksByTag)  # "latest" came from listings
+        asyncio.run(store.create_item("probe", {}))
+        with pytest.raises(StoreConflictError) as info:  # the seam's typed errors
+            asyncio.run(store.create_item("probe", {}))
+        assert isinstance(info.value.__cause__, FoundryStorageConflictError)
     assert not (tmp_path / "state").exists()  # nothing on disk: no spill folder either
 
 
