@@ -17,6 +17,7 @@ import os
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -29,9 +30,11 @@ from azure.core.pipeline.transport import AioHttpTransport
 from foundry_checkpoint import (
     CorruptPayloadError,
     InvalidArgumentError,
+    LocalSpill,
     PayloadNotFoundError,
     PayloadStore,
 )
+from foundry_checkpoint._chunks import CHUNK_BYTES
 from foundry_checkpoint._store._naming import item_key
 from tests._request import in_request
 
@@ -106,13 +109,22 @@ async def test_a_15_mib_input_runs_through_the_task_runtime_by_reference(
         # hosted: the request that starts the task has a call id, which the runtime carries
         # into the handler; locally the partition is the same without a request (user_id=)
         user = "alice" if store_env.mode == "hosted" else None
+        calls = store_env.emulator.requests if store_env.mode == "hosted" else None
+        before = sum(calls.values()) if calls is not None else 0
         with _as(store_env, user):
             ref = await payloads.aput(document)
+            put_calls = (
+                sum(store_env.emulator.requests.values()) - before if calls is not None else 0
+            )
             task_input = {"document": ref}
             size = len(json.dumps(task_input))
             assert size < 300, size  # the input stays small: inline, no attachment
             print(f"task input by reference: {size} bytes ({store_env.mode})")
+            before = sum(store_env.emulator.requests.values()) if calls is not None else 0
             result = await summarize.run(input=task_input)
+            run_calls = (
+                sum(store_env.emulator.requests.values()) - before if calls is not None else 0
+            )
     finally:
         await manager.shutdown()
         set_task_manager(None)
@@ -123,6 +135,10 @@ async def test_a_15_mib_input_runs_through_the_task_runtime_by_reference(
     if store_env.mode == "hosted":
         assert store_env.emulator.platform_requests["create_task"] >= 1
         assert payloads.spill_location is None  # chunks of the payload store: nothing else
+        chunks = -(-(15 * MiB + 16) // CHUNK_BYTES)  # the payload and its 16-byte salt
+        print(f"store calls: put {put_calls}, get {run_calls} ({chunks} chunks)")
+        assert chunks <= put_calls <= chunks + 4  # the store opened, every chunk, the item
+        assert chunks <= run_calls <= chunks + 2  # the item, every chunk (the store is known)
 
     with _as(store_env, user):
         assert await payloads.adelete(ref) is True
@@ -186,34 +202,44 @@ def test_one_user_cannot_read_or_delete_anothers_payload(store_env: Any) -> None
             assert payloads.get(ref) == b"alice's contract"
 
 
-def test_expired_payloads_leave_nothing_behind(store_env: Any) -> None:
-    with _store(store_env, item_ttl_seconds=1) as payloads:
+@pytest.mark.parametrize("spill", ["default", "folder"])
+def test_expired_payloads_leave_nothing_behind(store_env: Any, spill: str, tmp_path: Path) -> None:
+    extra = {"spill": LocalSpill(tmp_path / "payload-blobs")} if spill == "folder" else {}
+    with _store(store_env, item_ttl_seconds=2, **extra) as payloads:
+        core = payloads._core
+
+        async def keys() -> list[str]:
+            scope = await core.scope(None)
+            page = await scope.store.list_keys(limit=100)
+            return [k.key for k in page.keys]
+
+        async def blob_of(pid: str) -> str:
+            scope = await core.scope(None)
+            item = await scope.store.get_item(item_key("p", pid))
+            assert item is not None
+            return str(item.value["s"])
+
         old = payloads.put(os.urandom(2 * MiB))
-        time.sleep(2.2)
+        old_blob = core.run(blob_of(old["id"]))
+        chunked = payloads.spill_location is None  # hosted mode, no spill store
+        if chunked:
+            assert len([k for k in core.run(keys()) if k.startswith(f"m/k/{old_blob}/")]) == 3
+        time.sleep(3.2)
         fresh = payloads.put(os.urandom(2 * MiB))
+        assert len(payloads.get(fresh)) == 2 * MiB
         with pytest.raises(PayloadNotFoundError):
             payloads.get(old)
-        assert len(payloads.get(fresh)) == 2 * MiB
-
-        if store_env.mode == "hosted":
-            # no spill store: the chunks were items of the payload store and expired with it
+        if chunked:
+            # the chunks were items of the payload store and expired with the payload
             assert payloads.gc(grace_seconds=0) == 0
-
-            async def keys() -> list[str]:
-                scope = await payloads._core.scope(None)
-                page = await scope.store.list_keys(limit=100)
-                return [k.key for k in page.keys]
-
-            left = payloads._core.run(keys())
-            assert left and all(fresh["id"] in k or k.startswith("m/k/") for k in left), left
+            left = core.run(keys())
             assert item_key("p", old["id"]) not in left
-            assert len([k for k in left if k.startswith("m/k/")]) == 3  # the fresh one's chunks
+            assert not [k for k in left if k.startswith(f"m/k/{old_blob}/")], left
         else:
-            spill = payloads._core.spill
-            assert spill is not None
-            before = asyncio.run(spill.namespaces())
+            spill_store = core.spill
+            assert spill_store is not None
+            before = asyncio.run(spill_store.namespaces())
             assert payloads.gc(grace_seconds=0) == 1  # the expired payload's blob
-            after = asyncio.run(spill.namespaces())
-            assert len(before) == 2 and len(after) == 1
-            assert len(payloads.get(fresh)) == 2 * MiB
+            after = asyncio.run(spill_store.namespaces())
+            assert len(before) == 2 and len(after) == 1  # the fresh payload's stays
             assert payloads.gc(grace_seconds=0) == 0
