@@ -188,7 +188,8 @@ class HostedStore(FoundryStateStore):
     which have the attributes of the SDK's ``StateStoreItemKeyPage`` and ``StateStoreItemKey``
     that callers read. The SDK builds a generated model per key, ~7 ms of CPU for a page of
     100 keys against under 0.5 ms here, and hosted "latest" reads such a page every turn.
-    Every other call is the SDK's.
+    Every other call is the SDK's. Only :class:`HostedClients` builds one, in hosted mode, so
+    the SDK's local backend is never behind it.
 
     Example:
         >>> import asyncio
@@ -230,11 +231,6 @@ class HostedStore(FoundryStateStore):
             ValueError: Both ``after`` and ``before`` are given.
             FoundryStorageError: The service refused the call.
         """
-        if getattr(self, "_local_backend", None) is not None:  # pragma: no cover - hosted only
-            page: Any = await super().list_keys(
-                tags=tags, limit=limit, after=after, before=before, order=order, call_id=call_id
-            )
-            return PageRecord(page.keys, page.first_id, page.last_id, page.has_more)
         if after is not None and before is not None:
             raise ValueError("after and before are mutually exclusive")
         query: dict[str, str] = {}
