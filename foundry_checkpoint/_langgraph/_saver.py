@@ -396,7 +396,10 @@ class FoundryCheckpointer(ThreadAdmin, BaseCheckpointSaver[str]):
         metadata: CheckpointMetadata,
         new_versions: ChannelVersions,
     ) -> RunnableConfig:
-        """Async form of :meth:`put`."""
+        """Async form of :meth:`put`.
+
+        Cancelled with its caller, unlike :meth:`aput_writes`: see there.
+        """
         return await self._core.arun(
             _write.put(self._call(config, read=False), config, checkpoint, metadata, new_versions)
         )
@@ -408,9 +411,21 @@ class FoundryCheckpointer(ThreadAdmin, BaseCheckpointSaver[str]):
         task_id: str,
         task_path: str = "",
     ) -> None:
-        """Async form of :meth:`put_writes`."""
+        """Async form of :meth:`put_writes`; once started, not cancelled with its caller.
+
+        A task's writes are what make it finished: resuming a checkpoint hands its tasks'
+        stored writes back, so a task whose writes are stored never runs again. A host that
+        stops (SIGTERM) cancels the run, and with it the saves still being written; these go on
+        (the caller stops waiting), and ``close()``, or the exit of the process, waits for them
+        (at most ``FLUSH_SECONDS``, 10 s). The checkpoint that would follow the step
+        (:meth:`aput`) is cancelled with the run as before: it only applies these writes, and
+        had it landed unseen, a host resuming from the checkpoint id it recorded last (the
+        Responses hosts do) would address a checkpoint the thread had moved past, which
+        LangGraph replays, running the finished task again.
+        """
         await self._core.arun(
-            _write.put_writes(self._call(config, read=False), config, writes, task_id, task_path)
+            _write.put_writes(self._call(config, read=False), config, writes, task_id, task_path),
+            shield=True,
         )
 
     async def aget_delta_channel_history(

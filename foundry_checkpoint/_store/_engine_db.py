@@ -204,8 +204,10 @@ class CallThread:
 
     The thread starts on the first call and again after :meth:`close` or in a forked child,
     and stops when the ``CallThread`` is closed or garbage-collected. A cancelled caller stops
-    waiting at once; its call still runs (a SQLite statement cannot be interrupted half-way),
-    before every later call.
+    waiting at once; its call still runs if it had started (a SQLite statement cannot be
+    interrupted half-way), before every later call, and never runs if it had not (as a hosted
+    request that was never sent): a run cancelled at shutdown leaves no write of it behind
+    that it was still waiting to start.
 
     Args:
         name: The thread's name (it shows in thread dumps).
@@ -286,6 +288,9 @@ def _serve(jobs: queue.SimpleQueue[_Job | None]) -> None:
             return
         func, loop, future = job
         del job
+        if future.cancelled():  # its caller went away before it started: it does not run
+            del func, loop, future
+            continue
         try:
             result = func()
         except BaseException as exc:  # handed to the awaiting caller, whatever it is

@@ -199,3 +199,33 @@ def test_the_exit_of_the_interpreter_flushes_a_started_shielded_save(
     assert done.returncode == 0, done.stderr
     # Shielded, the save finished before the process ended; unshielded, it was cancelled.
     assert target.exists() is shield
+
+
+async def test_a_queued_engine_call_of_a_cancelled_caller_never_runs() -> None:
+    """The embedded store's thread drops a call whose caller went away before it started, as
+    a hosted request that was never sent: a run cancelled at shutdown leaves no late write."""
+    from foundry_checkpoint._store._engine_db import CallThread
+
+    worker = CallThread("shield-engine")
+    release = threading.Event()
+    order: list[str] = []
+
+    def slow() -> None:
+        release.wait(5)
+        order.append("started before the cancel")
+
+    try:
+        running = asyncio.ensure_future(worker.call(slow))
+        await asyncio.sleep(0.05)  # running on the thread
+        queued = asyncio.ensure_future(worker.call(lambda: order.append("queued")))
+        await asyncio.sleep(0.05)
+        queued.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await queued
+        release.set()
+        await running
+        await worker.call(lambda: order.append("later"))
+    finally:
+        release.set()
+        worker.close()
+    assert order == ["started before the cancel", "later"]
