@@ -36,6 +36,16 @@ ignored otherwise (falls back to hash(oid, tid))". So, in hosted mode:
 A context with a user id but no call id (a test, a host run off the platform) forwards nothing
 the service can see, so it counts as "outside a request".
 
+**How the request context reaches the private loop.** All store I/O runs on the core's own loop
+thread (:mod:`._loop`), yet :meth:`CheckpointCore.caller` there reads the *caller's* request
+context. That works because ``run``/``arun`` hand the coroutine over with
+``loop.call_soon_threadsafe(start)``, which runs ``start`` in a copy of the calling thread's
+``contextvars`` context (taken at that call), and ``start`` creates the task inside that copy,
+so the task, and every store call it makes (the SDK reads the call id from the same context),
+sees the request context of the call that started it. A coroutine started any other way (a
+callback on the loop, a task made outside ``run``/``arun``) would see the loop thread's own,
+empty context: a request's identity must never be read there.
+
 **Local mode** has no service to resolve a call id. The embedded store's partition (and the
 cache key, the same value) is the context's ``user_id``, else ``user_id=``, else ``"local"``.
 A context with only a call id names no user locally: it changes nothing (``user_id=``, else
