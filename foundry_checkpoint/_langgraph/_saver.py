@@ -39,10 +39,8 @@ from langgraph.checkpoint.base import (
 from langgraph.checkpoint.serde.base import SerializerProtocol
 from langgraph.checkpoint.serde.encrypted import EncryptedSerializer
 
-from .._core import CheckpointCore, LocalBackend
-from .._options import StoreOptions
 from .._serde import StrictSerializer
-from .._store._limits import DEFAULT_ITEM_TTL_SECONDS
+from ..adapter import DEFAULT_ITEM_TTL_SECONDS, LocalBackend, new_core
 from . import _history, _list, _read, _write
 from ._admin import ThreadAdmin
 from ._context import Caches, Context
@@ -138,20 +136,7 @@ class FoundryCheckpointer(ThreadAdmin, BaseCheckpointSaver[str]):
         **client_kwargs: Any,
     ) -> None:
         super().__init__(serde=StrictSerializer() if serde is None else serde)
-        self._core = CheckpointCore(
-            StoreOptions(
-                store_prefix=store_prefix,
-                credential=credential,
-                endpoint=endpoint,
-                user_id=user_id,
-                trusted_delegation=trusted_delegation,
-                item_ttl_seconds=item_ttl_seconds,
-                spill=spill,
-                local_backend=local_backend,
-                client_kwargs=client_kwargs,
-            ),
-            scope_word="thread",
-        )
+        self._core = new_core(locals(), scope_word="thread")
         self._caches = Caches()  # shared with with_allowlist clones, like the core
         self._graphs: weakref.WeakSet[Any] = weakref.WeakSet()  # that called it (and clones)
 
