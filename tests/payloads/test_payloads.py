@@ -23,7 +23,7 @@ from typing import Any
 import pytest
 from azure.ai.agentserver.core import FoundryAgentRequestContext
 from azure.ai.agentserver.core._config import AgentConfig
-from azure.ai.agentserver.core.tasks import InputTooLarge, TaskContext, task
+from azure.ai.agentserver.core.tasks import InputTooLarge, TaskContext, TaskFailed, task
 from azure.ai.agentserver.core.tasks._manager import TaskManager, set_task_manager
 from azure.core.pipeline.transport import AioHttpTransport
 
@@ -42,7 +42,9 @@ MiB = 1 << 20
 
 
 def _store(env: Any, **extra: Any) -> PayloadStore:
-    kwargs = env.kwargs(**extra)
+    """The agent's store: in hosted mode its token is the agent's own identity, so a request's
+    partition comes from the request's call id alone."""
+    kwargs = env.kwargs(**{"user": "summarizer-agent", **extra})
     kwargs.pop("user_id", None)  # users come from the request context here
     return PayloadStore(**kwargs)
 
@@ -146,6 +148,40 @@ async def test_a_15_mib_input_runs_through_the_task_runtime_by_reference(
             await payloads.aget(ref)
         assert await payloads.adelete(ref) is False
     await payloads.aclose()
+
+
+async def test_a_handler_entered_outside_the_request_reads_with_the_inputs_call_id(
+    store_env: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A recovered task is re-entered at start-up, outside any request: the runtime restores
+    the request's identity from the input's ``call_id``, so the handler reads the payload from
+    the partition it was put in. Without it, the handler runs as the agent itself."""
+    if store_env.mode == "local":
+        pytest.skip("locally a call id names no partition")
+    monkeypatch.setenv("FOUNDRY_AGENT_NAME", "summarizer")
+    monkeypatch.setenv("FOUNDRY_AGENT_SESSION_ID", "session-2")
+    manager = TaskManager(AgentConfig.from_env(), provider=_provider(store_env))
+    set_task_manager(manager)
+    await manager.startup()
+    payloads = _store(store_env)
+
+    @task(name="read-document")
+    async def read(ctx: TaskContext[dict[str, Any]]) -> int:
+        return len(await payloads.aget(ctx.input["document"]))
+
+    try:
+        request = _request(store_env, "alice")
+        with in_request(request):
+            ref = await payloads.aput(b"x" * (3 * MiB))
+        # as at recovery: no request context, the input names the request's call id
+        assert await read.run(input={"document": ref, "call_id": request.call_id}) == 3 * MiB
+        with pytest.raises(TaskFailed) as failed:
+            await read.run(input={"document": ref})
+        assert "PayloadNotFoundError" in str(failed.value) + repr(failed.value.error)
+    finally:
+        await manager.shutdown()
+        set_task_manager(None)
+        await payloads.aclose()
 
 
 def test_bad_and_tampered_references_raise_typed_errors(store_env: Any) -> None:
