@@ -313,7 +313,8 @@ class AutoGenStateStore(CoreOwner):
         Versions beyond ``keep_versions`` are deleted afterwards.
         """
         payload = _dump(state, _owner(kind, name))
-        return await self._run(self._save(scope, kind, name, payload))
+        # Once started, a save is not cancelled with its caller: close() waits for it.
+        return await self._run(self._save(scope, kind, name, payload), shield=True)
 
     async def aload(
         self, scope: str | None, kind: str, name: str, *, version: str | None = None
@@ -415,8 +416,8 @@ class AutoGenStateStore(CoreOwner):
             )
         return sorted(out, key=lambda s: (s.kind, s.name))
 
-    async def _run(self, coro: Coroutine[Any, Any, T]) -> T:
-        return await self._core.arun(coro)
+    async def _run(self, coro: Coroutine[Any, Any, T], *, shield: bool = False) -> T:
+        return await self._core.arun(coro, shield=shield)
 
     # -- coroutines on the core's loop --------------------------------------------------------
     def _checked(self, scope: str | None, kind: str, name: str) -> tuple[dict[str, str], str]:

@@ -66,10 +66,10 @@ class Maintenance(CoreOwner):
     _items: ContextItems
     _request_context: FoundryAgentRequestContext | None = None
 
-    async def _run(self, coro: Coroutine[Any, Any, T]) -> T:
+    async def _run(self, coro: Coroutine[Any, Any, T], *, shield: bool = False) -> T:
         if self._request_context is not None:
             coro = _bound(self._request_context, coro)
-        return await self._core.arun(coro)
+        return await self._core.arun(coro, shield=shield)
 
     async def list_contexts(self) -> list[str | None]:
         """Every context this user has checkpoints in under the prefix (None: the default

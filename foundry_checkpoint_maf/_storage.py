@@ -261,7 +261,9 @@ class FoundryCheckpointStorage(Maintenance):
         checkpoint_id = checked_checkpoint_id(checkpoint.checkpoint_id)
         try:
             payload, tags, extra = _prepared(checkpoint, checkpoint_id, self._allowed)
-            await self._run(self._items.write(checkpoint_id, payload, tags, extra))
+            # Once started, a save is not cancelled with its caller (a host stopping the
+            # workflow at shutdown): close(), or the exit of the process, waits for it.
+            await self._run(self._items.write(checkpoint_id, payload, tags, extra), shield=True)
         except Exception as exc:
             self._save_failures += 1
             if isinstance(exc, WorkflowCheckpointException):
