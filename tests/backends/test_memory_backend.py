@@ -84,7 +84,7 @@ async def test_conformance_81_of_81_on_the_memory_backend(tmp_path: Path) -> Non
     _check(await _run(StoreEnv("local", tmp_path), local_backend=NAME))
 
 
-async def test_the_adapters_see_only_the_backend_object(tmp_path: Path) -> None:
+def test_the_adapters_see_only_the_backend_object(tmp_path: Path) -> None:
     with FoundryCheckpointer(local_backend=NAME) as saver:  # type: ignore[arg-type]
         assert (saver.kind, saver.location, saver.spill_location) == ("memory", "(memory)", None)
         backend = saver._core.backend  # the registered backend, behind the store seam

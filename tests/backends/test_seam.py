@@ -57,3 +57,26 @@ def test_the_adapter_contract_forbids_every_private_module() -> None:
     }
     assert private <= set(contract["forbidden_modules"])
     assert "foundry_checkpoint.spill.*" in contract["forbidden_modules"]
+
+
+def test_every_adapter_builds_its_core_one_way() -> None:
+    """The common keyword arguments reach the core through ``adapter.new_core`` alone: no
+    adapter spells out ``CheckpointCore(StoreOptions(...))`` itself."""
+    adapters = [
+        ROOT / "foundry_checkpoint" / "_langgraph",
+        ROOT / "foundry_checkpoint_maf",
+        ROOT / "foundry_checkpoint_autogen",
+    ]
+    built = []
+    for folder in adapters:
+        for path in sorted(folder.rglob("*.py")):
+            for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+                code = line.strip()
+                if code.startswith(">>>"):
+                    continue  # a docstring example may build one by hand
+                if re.search(r"\b(CheckpointCore|StoreOptions)\(", code):
+                    built.append(f"{path.relative_to(ROOT)}:{number}: {code}")
+                if "new_core(" in code:
+                    built.append("new_core")
+    assert [b for b in built if b != "new_core"] == []
+    assert built.count("new_core") == 4  # the saver, MAF's storage and provider, AutoGen's store
