@@ -324,7 +324,7 @@ class PayloadStore(CoreOwner):
             spill=scope.spill,
             namespace=namespace,
             where=self._where(scope, pid),
-            compress=self._core.kind != "local-sqlite",
+            compress=self._core.backend.compresses,
         )
         await create_item(scope.store, key, value, tags=_TAGS)
         return {"payload_ref": REF_FORMAT, "id": pid, "sha256": sha, "size": len(payload)}
