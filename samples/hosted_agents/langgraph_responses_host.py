@@ -35,6 +35,8 @@ is ``completed``. Continue a conversation with ``"previous_response_id"``.
 
 from __future__ import annotations
 
+import atexit
+
 from langchain_azure_ai.agents.hosting import ResponsesHostServer, ResponsesServerOptions
 from langgraph_pipeline import HashedChainStore, build
 
@@ -48,7 +50,9 @@ host = ResponsesHostServer(
     conversation_chain_store=HashedChainStore(),
 )
 app = host.app
-app.shutdown_handler(checkpointer.aclose)
+# Closed when the process exits: the host's one shutdown handler is its own (it signals the
+# running responses); registering another one there would replace it.
+atexit.register(checkpointer.close)
 
 if __name__ == "__main__":
     host.run()

@@ -7,6 +7,8 @@ platform) serving ``recovery_pipeline.graph``: slow, journaled steps (see that m
 
 from __future__ import annotations
 
+import atexit
+
 from langchain_azure_ai.agents.hosting import ResponsesHostServer, ResponsesServerOptions
 from recovery_pipeline import graph
 
@@ -20,4 +22,4 @@ host = ResponsesHostServer(
     conversation_chain_store=HashedChainStore(),
 )
 app = host.app
-app.shutdown_handler(checkpointer.aclose)
+atexit.register(checkpointer.close)
