@@ -58,9 +58,21 @@ class CoreOwner(AsyncClosing):
 
     @property
     def spill_location(self) -> str | None:
-        """Where values over the item limit go (a folder or a blob container), or None."""
-        spill = self._core.spill
-        return spill.describe if spill is not None else None
+        """Where values over the item limit go: a folder, a blob container, or (hosted mode
+        with no spill store) chunk items of each scope's own store; None when nowhere.
+
+        Example:
+            >>> from foundry_checkpoint import FoundryCheckpointer
+            >>> with FoundryCheckpointer() as saver:
+            ...     saver.spill_location.endswith("spill")
+            True
+        """
+        core = self._core
+        if core.spill is not None:
+            return core.spill.describe
+        if core.backend.chunks_in_store:
+            return f"chunk items of each {core.scope_word}'s own store"
+        return None
 
     def _reset(self) -> None:
         """Drop per-object caches that belong to the core's clients (hook)."""
