@@ -186,3 +186,52 @@ async def test_a_migrating_checkpointer_moves_each_thread_when_the_graph_reads_i
             assert state.values["steps"] == ["a", "b", "again", "a", "b"]
     finally:
         await saver.aclose()
+
+
+def test_a_tampered_old_store_runs_no_code_and_says_what_is_wrong(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The old stores are decoded strictly: a value naming a function is refused, and bad
+    base64 is a CorruptPayloadError; nothing runs and nothing is written."""
+    import asyncio
+    import base64
+
+    import ormsgpack
+    from azure.ai.agentserver.core.storage import FoundryStateStore
+
+    from foundry_checkpoint import CorruptPayloadError, UnsafeValueError, copy_thread
+    from foundry_checkpoint.migrate import lc_store_name
+
+    monkeypatch.setenv("AGENTSERVER_STATE_ROOT", str(tmp_path / "state"))
+    monkeypatch.setenv("AZURE_AI_AGENTSERVER_DISABLE_EXPERIMENTAL_WARNING", "true")
+    monkeypatch.delenv("FOUNDRY_HOSTING_ENVIRONMENT", raising=False)
+    evil = ormsgpack.packb(ormsgpack.Ext(1, ormsgpack.packb(["os", "system", ["touch pwned"]])))
+
+    async def write() -> None:
+        store = await FoundryStateStore.get_or_create(
+            lc_store_name("old", "t-evil"), user_isolation=True, item_ttl_seconds=-1
+        )
+        async with store:
+            for checkpoint_id, data in (("1", base64.b64encode(evil).decode()), ("2", "%%%")):
+                value = {
+                    "checkpoint_id": checkpoint_id,
+                    "checkpoint_ns": "",
+                    "checkpoint": {"type": "msgpack", "data": data},
+                    "metadata": {"type": "msgpack", "data": base64.b64encode(b"\x80").decode()},
+                    "parent_checkpoint_id": "",
+                }
+                tags = {"kind": "checkpoint", "ns": ""}
+                await store.set_item(f"/{checkpoint_id}", value, tags=tags)
+
+    asyncio.run(write())
+    with LangchainAzureSource("old") as legacy, FoundryCheckpointer() as new:
+        one = {"configurable": {"thread_id": "t-evil", "checkpoint_ns": "", "checkpoint_id": "1"}}
+        with pytest.raises(UnsafeValueError, match=r"os\.system"):
+            legacy.get_tuple(one)
+        two = {"configurable": {**one["configurable"], "checkpoint_id": "2"}}
+        with pytest.raises(CorruptPayloadError, match="base64"):
+            legacy.get_tuple(two)
+        with pytest.raises(CorruptPayloadError):
+            copy_thread(legacy, new, "t-evil")
+        assert new.get_tuple(config("t-evil")) is None  # nothing was written
+    assert not Path("pwned").exists()  # the command the value names never ran
