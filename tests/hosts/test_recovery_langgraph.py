@@ -15,7 +15,8 @@ session) and nobody sends anything: the task runtime reclaims the stale task at 
 the turn resumes from its checkpoints. Then every turn answered once, completed, with what an
 uninterrupted run answers; the thread's final state is an uninterrupted run's; a step's side
 effect ran again only where a process died with that step in flight; and ``gc`` finds nothing
-orphaned. The counts are printed (``-s``) and asserted.
+orphaned. The counts are printed (``-s``) and asserted. For contrast, the same kill with the
+graph on ``InMemorySaver``: the reclaimed turn fails (``Received no input for __start__``).
 """
 
 from __future__ import annotations
@@ -408,3 +409,30 @@ def test_killed_ten_times_every_turn_completes_on_its_own(
     assert recoveries >= KILLS - late
     assert repeated <= landed["after-work"]
     assert orphans <= landed["after-work"]
+
+
+@pytest.mark.parametrize("kind", [RESPONSES, INVOCATIONS], ids=lambda k: k.name)
+def test_with_an_in_memory_saver_the_recovered_turn_does_not_resume(
+    platform: Platform, kind: HostKind
+) -> None:
+    """The contrast: the same kill with the graph on ``InMemorySaver``: the turn fails."""
+    journal = Journal(platform.root / "journal.log")
+    platform.env.update(
+        RECOVERY_JOURNAL=str(journal.path),
+        RECOVERY_STEP_SECONDS=str(STEP_SECONDS),
+        RECOVERY_CHECKPOINTER="memory",
+    )
+    for name in HOSTED_ENV:
+        platform.env.pop(name, None)
+    host = platform.start(kind.app, apps=APPS)
+    turn_id = kind.start_turn(host, TURNS[0], None)
+    journal.wait(host.process.pid, "begin", "research", 1, host)
+    host.kill()
+    host = platform.start(kind.app, apps=APPS)
+    assert "Recovered task" in host.log_text()  # the task runtime did its part
+    final = wait_done(kind, host, turn_id, [])
+    # the host resumes the graph from its checkpoint, which died with the process
+    assert final["status"] == "failed", final
+    assert final["error"]["message"] == "Received no input for __start__", final
+    journal.read()
+    assert journal.ended(1) == {"triage"}  # nothing after the kill ran

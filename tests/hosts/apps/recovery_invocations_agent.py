@@ -3,18 +3,22 @@
 The sample's host (langchain-azure-ai's ``InvocationsHostServer`` with ``resilient_background``
 and ``steerable_conversations``, one ``FoundryCheckpointer``, nothing configured for the
 platform) serving ``recovery_pipeline.graph``: slow, journaled steps (see that module).
+``RECOVERY_CHECKPOINTER=memory`` gives the graph an ``InMemorySaver`` instead, for contrast.
 """
 
 from __future__ import annotations
 
+import os
+
 from langchain_azure_ai.agents.hosting import InvocationsHostServer, ResponsesServerOptions
+from langgraph.checkpoint.memory import InMemorySaver
 from recovery_pipeline import graph
 
 from foundry_checkpoint import FoundryCheckpointer
 
 checkpointer = FoundryCheckpointer(store_prefix="recovery-invocations")
 host = InvocationsHostServer(
-    graph(checkpointer),
+    graph(InMemorySaver() if os.environ.get("RECOVERY_CHECKPOINTER") == "memory" else checkpointer),
     options=ResponsesServerOptions(resilient_background=True, steerable_conversations=True),
 )
 app = host.app

@@ -3,13 +3,16 @@
 The sample's host (langchain-azure-ai's ``ResponsesHostServer`` with ``resilient_background``
 and ``steerable_conversations``, one ``FoundryCheckpointer``, nothing configured for the
 platform) serving ``recovery_pipeline.graph``: slow, journaled steps (see that module).
+``RECOVERY_CHECKPOINTER=memory`` gives the graph an ``InMemorySaver`` instead, for contrast.
 """
 
 from __future__ import annotations
 
 import atexit
+import os
 
 from langchain_azure_ai.agents.hosting import ResponsesHostServer, ResponsesServerOptions
+from langgraph.checkpoint.memory import InMemorySaver
 from recovery_pipeline import graph
 
 from foundry_checkpoint import FoundryCheckpointer
@@ -17,7 +20,7 @@ from samples.hosted_agents.langgraph_pipeline import HashedChainStore
 
 checkpointer = FoundryCheckpointer(store_prefix="recovery-responses")
 host = ResponsesHostServer(
-    graph(checkpointer),
+    graph(InMemorySaver() if os.environ.get("RECOVERY_CHECKPOINTER") == "memory" else checkpointer),
     options=ResponsesServerOptions(resilient_background=True, steerable_conversations=True),
     conversation_chain_store=HashedChainStore(),
 )
