@@ -14,6 +14,8 @@ import asyncio
 import hashlib
 import json
 import os
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -39,6 +41,7 @@ from foundry_checkpoint._store._naming import item_key
 from tests._request import in_request
 
 MiB = 1 << 20
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def _store(env: Any, **extra: Any) -> PayloadStore:
@@ -280,3 +283,36 @@ def test_expired_payloads_leave_nothing_behind(store_env: Any, spill: str, tmp_p
             after = asyncio.run(spill_store.namespaces())
             assert len(before) == 2 and len(after) == 1  # the fresh payload's stays
             assert payloads.gc(grace_seconds=0) == 0
+
+
+@pytest.mark.multiprocess  # a task process killed, and the one that recovers it
+def test_a_killed_task_recovers_and_reads_its_big_input_again(
+    store_env: Any, tmp_path: Path
+) -> None:
+    """The task's process is killed after the handler read its 15 MiB input; a new process of
+    the same agent recovers the task at start-up and the handler reads the same bytes again,
+    outside any request (hosted: the input's call id names the user's partition)."""
+    out = tmp_path / "runs.jsonl"
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    env.update(FOUNDRY_AGENT_NAME="summarizer", FOUNDRY_AGENT_SESSION_ID=f"crash-{tmp_path.name}")
+    call: list[str] = []
+    if store_env.mode == "hosted":
+        env["EMULATOR_CA_FILE"] = store_env.emulator.ca_file
+        call = [store_env.call_id("alice")]
+
+    def run(mode: str, *extra: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "tests.payloads._crash_task", mode, str(out), *extra],
+            cwd=ROOT, env=env, capture_output=True, text=True, timeout=120, check=False,
+        )  # fmt: skip
+
+    first = run("first", *call)
+    assert first.returncode == 9, first.stderr[-3000:]
+    second = run("recover")
+    assert second.returncode == 0, second.stderr[-3000:]
+    start, killed, recovered = (json.loads(line) for line in out.read_text().splitlines())
+    assert start["input_bytes"] < 300, start
+    assert (killed["mode"], recovered["mode"]) == ("first", "recover")
+    assert "recovered" in recovered["entry"] and "recovered" not in killed["entry"]
+    assert killed["size"] == recovered["size"] == 15 * MiB
+    assert killed["sha256"] == recovered["sha256"] == start["sha256"]
