@@ -5,7 +5,7 @@ The platform's task runtime (``azure.ai.agentserver.core.tasks``: ``@task``,
 rests on. Inputs over 200 KiB of JSON are moved to the task's attachments, and inputs over
 10 MiB are refused with ``InputTooLarge`` before any call is made. The platform's advice is to
 keep big payloads elsewhere and pass a reference: :meth:`PayloadStore.put` stores the bytes and
-returns a :class:`PayloadRef`, a JSON object of four short fields (about 150 bytes) to use as,
+returns a :class:`PayloadRef`, a JSON object of four short fields (about 160 bytes) to use as,
 or inside, the task input; the handler reads the bytes back with :meth:`PayloadStore.get`,
 which checks them against the reference's sha256 and size.
 
@@ -99,7 +99,7 @@ _REF_FIELDS: Final = frozenset({"payload_ref", "id", "sha256", "size"})
 
 
 class PayloadRef(TypedDict):
-    """A reference to a payload stored by :meth:`PayloadStore.put`: plain JSON, about 150 bytes.
+    """A reference to a payload stored by :meth:`PayloadStore.put`: plain JSON, about 160 bytes.
 
     ``payload_ref`` is the format (1), ``id`` the payload's random id (32 hex digits),
     ``sha256`` and ``size`` the digest and length of the bytes, which :meth:`PayloadStore.get`
