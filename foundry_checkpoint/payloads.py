@@ -24,7 +24,9 @@ its caller as the checkpointers do (:func:`foundry_checkpoint._core.current_call
 mode the request's call id (which the task runtime carries into the handler), in local mode
 the request context's user id, else ``user_id=``, else ``"local"``. A reference is therefore
 only a name: another user holding it finds nothing in their partition and gets
-:class:`~foundry_checkpoint.errors.PayloadNotFoundError`.
+:class:`~foundry_checkpoint.errors.PayloadNotFoundError`. A task the runtime recovers after a
+crash is re-entered at start-up, outside any request; the runtime then takes the call id from
+a ``call_id`` field of the input, so put the request's call id there next to the reference.
 
 **How payloads are cleaned up.** Three ways, none of which needs the reference's holder to be
 alive:
