@@ -42,11 +42,12 @@ def test_every_client_shares_one_transport(store_env: StoreEnv, verify: str) -> 
     async def transports() -> set[int]:
         seen = set()
         for i in range(5):
-            kwargs = core._factory.hosted.pipeline_kwargs()  # type: ignore[union-attr]
+            hosted = core.backend.inner  # type: ignore[attr-defined]  # behind the store seam
+            kwargs = hosted.clients.pipeline_kwargs()
             assert "connection_verify" not in kwargs
             seen.add(id(kwargs["transport"]))
-            store = core.client(f"{store_env.prefix}/t/{i}", "")
-            seen.add(id(store._client._pipeline._transport))  # type: ignore[attr-defined]
+            store = core.client(f"{store_env.prefix}/t/{i}", "").inner  # type: ignore[attr-defined]
+            seen.add(id(store._client._pipeline._transport))
         return seen
 
     try:
