@@ -88,6 +88,10 @@ LC_DEFAULT_PREFIX: Final = "langchain_azure_ai.agents.hosting.FoundryCheckpointS
 """langchain-azure-ai's ``DEFAULT_STORE_NAME_PREFIX``."""
 
 _MAX_NAME: Final = 128
+_READ_ONLY: Final = (
+    "LangchainAzureSource reads langchain-azure-ai's stores and never writes them: copy into "
+    "a FoundryCheckpointer (copy_thread; with the CLI, foundry-lc: is a --from only)"
+)
 _CHECKPOINT_TAGS: Final = {"kind": "checkpoint"}
 
 
@@ -133,7 +137,8 @@ class LangchainAzureSource(BaseCheckpointSaver[str]):
         super().__init__(serde=StrictSerializer().with_msgpack_allowlist(allowlist))
         if not isinstance(prefix, str) or not prefix.strip("/"):
             raise InvalidArgumentError(
-                f"foundry-lc: needs a non-empty store prefix, got {prefix!r}"
+                f"LangchainAzureSource needs the old saver's non-empty store_name_prefix, "
+                f"got {prefix!r}"
             )
         self.prefix = prefix.rstrip("/")
         kwargs = dict(store_kwargs)
@@ -177,7 +182,7 @@ class LangchainAzureSource(BaseCheckpointSaver[str]):
         if config is None or not (config.get("configurable") or {}).get("thread_id"):
             raise InvalidArgumentError(
                 "langchain-azure-ai's FoundryCheckpointSaver keeps no list of its threads: "
-                "name each thread to copy (--thread ID)"
+                "name the thread in the config (with the CLI: --thread ID)"
             )
         conf = config["configurable"]
         ns = conf.get("checkpoint_ns")
@@ -206,12 +211,12 @@ class LangchainAzureSource(BaseCheckpointSaver[str]):
         return self._core.run(self._one(str(thread_id), ns, str(checkpoint_id)))
 
     def put(self, *args: Any, **kwargs: Any) -> RunnableConfig:
-        """Refused: ``foundry-lc:`` is a copy source only."""
-        raise InvalidArgumentError("foundry-lc: is read-only: use it as --from, never as --to")
+        """Refused: the old stores are a copy source only."""
+        raise InvalidArgumentError(_READ_ONLY)
 
     def put_writes(self, *args: Any, **kwargs: Any) -> None:
-        """Refused: ``foundry-lc:`` is a copy source only."""
-        raise InvalidArgumentError("foundry-lc: is read-only: use it as --from, never as --to")
+        """Refused: the old stores are a copy source only."""
+        raise InvalidArgumentError(_READ_ONLY)
 
     # -- on the core's loop --------------------------------------------------------------------
     async def _store(self, thread_id: str) -> StateStoreLike | None:
