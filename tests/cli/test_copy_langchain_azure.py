@@ -178,9 +178,22 @@ async def test_a_migrating_checkpointer_moves_each_thread_when_the_graph_reads_i
             history = [c.config["configurable"]["checkpoint_id"] async for c in saver.alist(
                 config("lc-asked"))]  # fmt: skip
             assert history[-len(written["lc-asked"]) :] == written["lc-asked"]
-            # a new thread runs as usual (nothing to move)
+            # a new thread runs as usual (nothing to move), for one more request: the look-up
             fresh = await build(saver).ainvoke({"steps": []}, config("brand-new"))
             assert fresh["steps"] == ["a", "b"]
+            if store_env.mode == "hosted":
+                plain = FoundryCheckpointer(**store_env.kwargs(user="agent"))
+                try:
+                    await build(plain).ainvoke({"steps": []}, config("warm-up"))
+                    costs = []
+                    for each, thread in ((plain, "new-plain"), (saver, "new-migrating")):
+                        before = sum(store_env.emulator.requests.values())
+                        await build(each).ainvoke({"steps": []}, config(thread))
+                        costs.append(sum(store_env.emulator.requests.values()) - before)
+                    print(f"store calls of a new thread's run: {costs[0]}, migrating {costs[1]}")
+                    assert costs[1] == costs[0] + 1, costs
+                finally:
+                    await plain.aclose()
         with in_request(alice):  # sync faces, a later request
             state = build(saver).get_state(config("lc-done"))
             assert state.values["steps"] == ["a", "b", "again", "a", "b"]
