@@ -395,6 +395,10 @@ def test_killed_ten_times_every_turn_completes_on_its_own(
         if "Recovered task" not in h.log_text():
             assert (kill.landed, kill.step) == ("after-work", STEP_NAMES[-1]), kill
     late = sum((k.landed, k.step) == ("after-work", STEP_NAMES[-1]) for k in kills)
+    if mode == "hosted":  # each start-up scanned the emulator's task API for stale tasks
+        assert platform.emulator.platform_requests["list_tasks"] >= KILLS + 1
+    for h in platform.hosts:
+        assert "status=404" not in h.log_text(), h.log_text()[-4000:]
 
     aimed = Counter(k.aimed for k in kills)
     landed = Counter(k.landed for k in kills)
