@@ -162,7 +162,7 @@ class ChunkSpill:
         check_namespace(namespace)
         check_digest(digest)
         store = self._store()
-        where = f"state store {store.name!r}"
+        where = "the scope's own store"
         head = await store.get_item(chunk_key(digest, 0))
         if head is None:
             raise missing_blob(namespace, digest, where)
@@ -188,7 +188,7 @@ class ChunkSpill:
         check_namespace(namespace)
         wanted = sorted({check_digest(d) for d in digests})
         store = self._store()
-        where = f"state store {store.name!r}"
+        where = "the scope's own store"
 
         async def drop(digest: str) -> int:
             head = await store.get_item(chunk_key(digest, 0))
@@ -219,7 +219,7 @@ class ChunkSpill:
         items do, even when no later write stores the same value again.
         """
         store = self._store()
-        where = f"state store {store.name!r}"
+        where = "the scope's own store"
         stale = [b.digest for b in await self.list(namespace) if b.last_modified < older_than]
 
         async def again(digest: str) -> None:

@@ -256,8 +256,15 @@ class Scope:
         return self.core.spill is None and self.core.backend.chunks_in_store
 
     def where(self, key: str) -> str:
-        """A human description of an item for error messages."""
-        return f"{self.core.scope_word} {self.scope_id!r} (store {self.name!r}, key {key!r})"
+        """A human description of an item for error messages: the scope, never the store
+        name or the key (a host may show the message to its client; see :meth:`located`)."""
+        return f"{self.core.scope_word} {self.scope_id!r}"
+
+    def located(self, error: FoundryCheckpointError, key: str | None) -> FoundryCheckpointError:
+        """``error`` with this scope's store and ``key`` recorded for logs (when it has none)."""
+        if error.store is None:
+            error.store, error.key = self.name, key
+        return error
 
     async def namespace(self, *, create: bool) -> str | None:
         """The spill namespace of this (user, scope); created on first need when ``create``."""
@@ -295,16 +302,20 @@ class Scope:
         The spill namespace is looked up (and created on first need) only when the value
         spills.
         """
-        return await _codec.encode(
-            payload,
-            key=key,
-            tags=tags,
-            extra=extra,
-            spill=self.spill,
-            namespace=self._spill_namespace,
-            where=self.where(key),
-            compress=self.core.backend.compresses,
-        )
+        try:
+            return await _codec.encode(
+                payload,
+                key=key,
+                tags=tags,
+                extra=extra,
+                spill=self.spill,
+                namespace=self._spill_namespace,
+                where=self.where(key),
+                compress=self.core.backend.compresses,
+            )
+        except FoundryCheckpointError as error:
+            self.located(error, key)
+            raise
 
     async def _spill_namespace(self) -> str:
         """The spill namespace, created on first need (for a value that spills)."""
@@ -321,12 +332,16 @@ class Scope:
         ns = await self.namespace(create=False) if _codec.spilled_digest(value) else None
         where = self.where(key)
         try:
-            return await _codec.decode(value, spill=self.spill, namespace=ns, where=where)
-        except MissingBlobError:
-            if ns is None or not self._chunks_behind():
-                raise
-            # Written before a spill store was configured: its chunks are in this scope's store.
-            return await _codec.decode(value, spill=self._chunks, namespace=ns, where=where)
+            try:
+                return await _codec.decode(value, spill=self.spill, namespace=ns, where=where)
+            except MissingBlobError:
+                if ns is None or not self._chunks_behind():
+                    raise
+                # Written before a spill store was configured: its chunks are in this store.
+                return await _codec.decode(value, spill=self._chunks, namespace=ns, where=where)
+        except FoundryCheckpointError as error:
+            self.located(error, key)
+            raise
 
     async def read_blob(self, spill: SpillStore, namespace: str, digest: str) -> bytes:
         """Blob ``digest`` from ``spill`` (this scope's :attr:`spill`), or, in hosted mode with a
@@ -336,15 +351,19 @@ class Scope:
             MissingBlobError: in neither place (the spill store's own error).
         """
         try:
-            return await spill.get(namespace, digest)
-        except MissingBlobError:
-            if not self._chunks_behind():
-                raise
-            chunks = self._chunks
             try:
-                return await chunks.get(namespace, digest)
+                return await spill.get(namespace, digest)
             except MissingBlobError:
-                pass
+                if not self._chunks_behind():
+                    raise
+                chunks = self._chunks
+                try:
+                    return await chunks.get(namespace, digest)
+                except MissingBlobError:
+                    pass
+                raise
+        except FoundryCheckpointError as error:
+            self.located(error, None)
             raise
 
     def _chunks_behind(self) -> bool:

@@ -1,7 +1,8 @@
 """Typed errors raised by foundry-checkpoint.
 
-Every error derives from :class:`FoundryCheckpointError`, names the thread, context or key it
-concerns, and says what to do about it. Nothing is half-written when one of them is raised: the
+Every error derives from :class:`FoundryCheckpointError`, names the thread or context it
+concerns (the store and item key only in its ``store`` and ``key`` attributes, for logs), and
+says what to do about it. Nothing is half-written when one of them is raised: the
 operation that raised it either completed before the error or left the store as it was.
 
 The tree (a class in ``foundry_checkpoint_maf`` in brackets; ``+ X`` is a second base)::
@@ -46,6 +47,8 @@ Example:
 
 from __future__ import annotations
 
+from typing import Any
+
 from azure.ai.agentserver.core.storage import (
     FoundryStorageApiError,
     FoundryStorageBadRequestError,
@@ -83,7 +86,30 @@ __all__ = [
 
 
 class FoundryCheckpointError(Exception):
-    """Base class of every error this package raises on purpose."""
+    """Base class of every error this package raises on purpose.
+
+    The message names the thread or context (the caller's own identifiers) and what to do; it
+    names no state store and no item key, because a host may hand ``str(error)`` to its client
+    (the Responses hosts put it in a failed response). Where it happened is kept for logs in
+    :attr:`store` and :attr:`key` when the error concerns one item.
+
+    Args:
+        *args: the message (as for ``Exception``).
+        store: the state store the error concerns, if one (for logs, never in the message).
+        key: the item key the error concerns, if one (for logs, never in the message).
+
+    Example:
+        >>> error = FoundryCheckpointError("thread 't-1': too large", store="lg/t/1", key="c//1")
+        >>> str(error), error.store, error.key
+        ("thread 't-1': too large", 'lg/t/1', 'c//1')
+    """
+
+    def __init__(
+        self, *args: Any, store: str | None = None, key: str | None = None, **kwargs: Any
+    ) -> None:
+        super().__init__(*args, **kwargs)  # the SDK's storage errors take keyword fields too
+        self.store = store
+        self.key = key
 
 
 class InvalidArgumentError(FoundryCheckpointError, ValueError):

@@ -74,10 +74,10 @@ class ContextItems:
         self.context_id = context_id
 
     def _missing(self, checkpoint_id: str) -> WorkflowCheckpointException:
-        # MAF's own wording first (code matches on it), then where this store looked.
+        # MAF's own wording first (code matches on it), then the context it looked in (not
+        # the store's name: a host may show the message to its client).
         return WorkflowCheckpointException(
-            f"No checkpoint found with ID {checkpoint_id} (context {self.context_id!r} of "
-            f"store {self._core.name_for(self.context_id)!r})"
+            f"No checkpoint found with ID {checkpoint_id} (context {self.context_id!r})"
         )
 
     async def _existing(self) -> Scope | None:

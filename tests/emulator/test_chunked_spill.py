@@ -32,10 +32,10 @@ from azure.ai.agentserver.core import (
 )
 from langgraph.checkpoint.base import empty_checkpoint
 
-from foundry_checkpoint import FoundryCheckpointer, LocalSpill
+from foundry_checkpoint import FoundryCheckpointer, LocalSpill, _codec
 from foundry_checkpoint._chunks import CHUNK_BYTES, CHUNK_KIND, ChunkSpill, chunk_key
 from foundry_checkpoint.emulator import FoundryEmulator
-from foundry_checkpoint.errors import CorruptPayloadError
+from foundry_checkpoint.errors import CheckpointTooLargeError, CorruptPayloadError
 from foundry_checkpoint_autogen import AutoGenStateStore
 from foundry_checkpoint_maf import FoundryCheckpointStorage
 from tests._request import in_request
@@ -240,8 +240,38 @@ def test_a_tampered_chunk_is_refused(emu: FoundryEmulator, options: dict[str, An
         saver._core.run(plant())
         saver.close()
         saver = FoundryCheckpointer(**options)  # nothing cached
-        with pytest.raises(CorruptPayloadError, match=digest):
+        with pytest.raises(CorruptPayloadError, match=digest) as refused:
             saver.get_tuple(_config("t"))
+        # What a host may show its client names no state store; the store is kept on the
+        # error for logs.
+        store = saver._core.name_for("t")
+        assert refused.value.store == store
+        assert store not in str(refused.value)
+    finally:
+        saver.close()
+
+
+def test_the_too_large_error_names_the_thread_not_the_store_or_key(
+    emu: FoundryEmulator, options: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A value over the cap of one stored value (1 GiB; lowered here to 100 kB) is refused
+    before anything is written; the message a host forwards to its client names no store or
+    key, the error keeps both for logs."""
+    monkeypatch.setattr(_codec, "MAX_PAYLOAD", 100_000)
+    saver = FoundryCheckpointer(**options)
+    try:
+        _put(saver, "big", b"tiny", 0)
+        parent = _head(saver, "big")
+        before = len(_rows(emu, options["store_prefix"]))
+        with pytest.raises(CheckpointTooLargeError) as refused:
+            _put(saver, "big", FIVE_MB[:200_000], 1, parent)
+        assert len(_rows(emu, options["store_prefix"])) == before  # nothing was written
+        store = saver._core.name_for("big")
+        message = str(refused.value)
+        assert message.startswith("thread 'big'") and "Nothing was written." in message
+        assert store not in message and "c//" not in message
+        assert refused.value.store == store
+        assert refused.value.key is not None and refused.value.key.startswith("c//")
     finally:
         saver.close()
 
