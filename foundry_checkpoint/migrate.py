@@ -259,7 +259,7 @@ class LangchainAzureSource(BaseCheckpointSaver[str]):
         item = await store.get_item(key)
         if item is None:
             return None
-        where = f"checkpoint {checkpoint_id!r} of thread {thread_id!r} (store {store.name!r})"
+        where = f"checkpoint {checkpoint_id!r} of thread {thread_id!r} in the old saver's stores"
         value = item.value
         checkpoint = cast("Checkpoint", self._decode(value.get("checkpoint"), where))
         metadata = cast("CheckpointMetadata", self._decode(value.get("metadata"), where))

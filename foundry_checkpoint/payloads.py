@@ -308,8 +308,10 @@ class PayloadStore(CoreOwner):
         return await self._core.arun(self._gc(grace_seconds))
 
     # -- coroutines on the core's loop --------------------------------------------------------
-    def _where(self, scope: Scope, pid: str) -> str:
-        return f"payload {pid} (store {scope.name!r}, key {item_key('p', pid)!r})"
+    def _where(self, pid: str) -> str:
+        """The payload, for messages: its id (the caller's own), never the store or the key
+        (a host may show the message to its client)."""
+        return f"payload {pid}"
 
     async def _put(self, payload: bytes) -> PayloadRef:
         pid = secrets.token_hex(_SALT)
@@ -325,7 +327,7 @@ class PayloadStore(CoreOwner):
             extra=extra,
             spill=scope.spill,
             namespace=namespace,
-            where=self._where(scope, pid),
+            where=self._where(pid),
             compress=self._core.backend.compresses,
         )
         await create_item(scope.store, key, value, tags=_TAGS)
@@ -369,7 +371,7 @@ class PayloadStore(CoreOwner):
         if found is None:
             raise self._missing(ref, "is not stored for this user")
         scope, value = found
-        where = self._where(scope, ref["id"])
+        where = self._where(ref["id"])
         if value.get("sha256") != ref["sha256"] or value.get("size") != str(ref["size"]):
             raise CorruptPayloadError(
                 f"the reference to {where} records sha256 {ref['sha256']} and size "
@@ -407,7 +409,7 @@ class PayloadStore(CoreOwner):
         if digest is not None and spill is not None:
             # the item first: nothing is left naming a blob that is gone; a blob left by a
             # crash here is an expired payload's, which gc() collects
-            await spill.delete(self._namespace(value, self._where(scope, ref["id"])), [digest])
+            await spill.delete(self._namespace(value, self._where(ref["id"])), [digest])
         return True
 
     async def _gc(self, grace_seconds: float) -> int:
