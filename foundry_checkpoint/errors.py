@@ -313,8 +313,9 @@ class StoreError(FoundryCheckpointError, FoundryStorageError):
     """The state store refused or failed a call (its own error, passed on typed).
 
     Also the SDK's ``FoundryStorageError`` with the same ``message``, ``status_code`` and
-    ``response_body``; the SDK's error is ``__cause__``. The message names the store and says
-    what to do; the subclasses tell the cases apart.
+    ``response_body`` (the SDK's own text, which names the store, stays in ``message``); the
+    SDK's error is ``__cause__``. The message says what to do and names no store: that is in
+    :attr:`store`, for logs. The subclasses tell the cases apart.
 
     Example:
         >>> from azure.ai.agentserver.core.storage import FoundryStorageError

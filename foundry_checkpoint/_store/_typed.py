@@ -66,16 +66,22 @@ _T = TypeVar("_T")
 
 #: The SDK's class -> ours and what to do; the first match wins (a subclass before its base).
 _TYPED: Final[tuple[tuple[type[FoundryStorageError], type[StoreError], str], ...]] = (
-    (FoundryStorageConflictError, StoreConflictError, "it exists already"),
+    (
+        FoundryStorageConflictError,
+        StoreConflictError,
+        "the state store refused to create what exists already",
+    ),
     (
         FoundryStorageBadRequestError,
         StoreBadRequestError,
-        "the store refused the request as invalid (see param); nothing was written",
+        "the state store refused the request as invalid (a name, key or tag over a documented "
+        "limit); nothing was written",
     ),
     (
         FoundryStorageNotFoundError,
         StoreNotFoundError,
-        "it does not exist: it was deleted, or expired under the store's TTL",
+        "the state store has no such store or item: it was deleted, or expired under the "
+        "store's TTL",
     ),
     (
         FoundryStoragePreconditionError,
@@ -85,8 +91,8 @@ _TYPED: Final[tuple[tuple[type[FoundryStorageError], type[StoreError], str], ...
     (
         FoundryStorageApiError,
         StoreServiceError,
-        "the service failed or refused the call: retry later (429, 5xx), or check the agent's "
-        "identity and the project endpoint (401, 403)",
+        "the state store failed or refused the call: retry later (429, 5xx), or check the "
+        "agent's identity and the project endpoint (401, 403)",
     ),
 )
 
@@ -100,21 +106,25 @@ def typed_error(exc: FoundryStorageError, store: str) -> StoreError:
 
     Returns:
         The matching :class:`~foundry_checkpoint.errors.StoreError`, with ``exc``'s
-        attributes (``message``, ``status_code``, ``param``, ...).
+        attributes (``message``, ``status_code``, ``param``, ...) and ``store``. Its own
+        message names neither the store nor the SDK's text (which does: a host may show
+        ``str(error)`` to its client); both stay in its attributes and ``__cause__``.
 
     Example:
         >>> error = typed_error(FoundryStorageApiError("busy", status_code=503), "s")
-        >>> type(error).__name__, error.status_code, error.message
-        ('StoreServiceError', 503, 'busy')
+        >>> type(error).__name__, error.status_code, error.message, error.store
+        ('StoreServiceError', 503, 'busy', 's')
+        >>> str(error).startswith("the state store failed or refused the call")
+        True
     """
     ours, hint = next(
         ((cls, text) for sdk_class, cls, text in _TYPED if isinstance(exc, sdk_class)),
         (StoreError, "the state store failed the call"),
     )
-    status = f"HTTP {exc.status_code}, " if exc.status_code else ""
-    error = ours(f"{exc.message} (store {store!r}: {status}{hint})")
-    text = error.message
+    text = f"{hint} (HTTP {exc.status_code})" if exc.status_code else hint
+    error = ours(text)
     error.__dict__.update(exc.__dict__)  # the SDK's fields (and its platform-error tag)
+    error.store = store  # for logs, never in the message
     error.args = (text,)
     return error
 
