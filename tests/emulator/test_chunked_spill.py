@@ -197,6 +197,7 @@ def test_five_megabytes_written_resumed_in_a_fresh_process_and_deleted(
         "AZURE_AI_AGENTSERVER_DISABLE_EXPERIMENTAL_WARNING": "true",
         "PATH": "/usr/bin:/bin",
     }
+    emu.reset_counts()
     done = subprocess.run(
         [sys.executable, "-c", _RESUME, json.dumps(args)],
         capture_output=True,
@@ -210,6 +211,11 @@ def test_five_megabytes_written_resumed_in_a_fresh_process_and_deleted(
     resumed = json.loads(done.stdout.strip().splitlines()[-1])
     expected = FIVE_MB + b"!"
     assert resumed == {"sha": hashlib.sha256(expected).hexdigest(), "size": len(expected)}
+    read = dict(emu.requests)
+    print(f"store calls of the fresh process's resume: {sum(read.values())}: {read}")
+    # Resuming: the store opened once, one listing for the latest, then the checkpoint item,
+    # the thread's spill-namespace item and the seven chunks.
+    assert read == {"get_store": 1, "list_keys": 1, "get_item": 1 + 1 + 7}
 
     saver = FoundryCheckpointer(**options)
     try:
