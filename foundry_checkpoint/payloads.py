@@ -70,6 +70,7 @@ from ._store._listing import create_item
 from ._store._naming import item_key
 from .errors import (
     CorruptPayloadError,
+    FoundryCheckpointError,
     InvalidArgumentError,
     MissingBlobError,
     PayloadNotFoundError,
@@ -221,6 +222,15 @@ class PayloadStore(CoreOwner):
     def __repr__(self) -> str:
         return f"PayloadStore({self._core.describe()})"
 
+    @property
+    def spill_location(self) -> str | None:
+        """Where payloads over the item limit go: the spill store (a folder, a blob container),
+        or, in hosted mode with none, chunk items of the payload store itself."""
+        core = self._core
+        if core.spill is not None:
+            return core.spill.describe
+        return "chunk items of the payload store itself" if core.backend.chunks_in_store else None
+
     @staticmethod
     def is_ref(value: object) -> TypeGuard[PayloadRef]:
         """Whether ``value`` has the shape of a :class:`PayloadRef` (no I/O, nothing checked
@@ -367,6 +377,15 @@ class PayloadStore(CoreOwner):
         )
 
     async def _get(self, ref: PayloadRef) -> bytes:
+        try:
+            return await self._read(ref)
+        except FoundryCheckpointError as error:
+            if error.store is None:  # where it happened, for logs (never in the message)
+                error.store = self._core.name_for(None)
+                error.key = item_key("p", ref["id"])
+            raise
+
+    async def _read(self, ref: PayloadRef) -> bytes:
         found = await self._item(ref)
         if found is None:
             raise self._missing(ref, "is not stored for this user")
@@ -383,7 +402,7 @@ class PayloadStore(CoreOwner):
         try:
             salted = await _codec.decode(value, spill=scope.spill, namespace=namespace, where=where)
         except MissingBlobError as exc:
-            raise self._missing(ref, f"has lost its stored bytes ({exc})") from exc
+            raise self._missing(ref, "has lost its stored bytes") from exc
         data = salted[_SALT:]
         if salted[:_SALT] != bytes.fromhex(ref["id"]) or len(data) != ref["size"]:
             raise CorruptPayloadError(
