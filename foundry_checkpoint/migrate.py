@@ -255,6 +255,16 @@ class LangchainAzureSource(BaseCheckpointSaver[str]):
     async def _read(
         self, store: StateStoreLike, thread_id: str, ns: str, checkpoint_id: str
     ) -> CheckpointTuple | None:
+        try:
+            return await self._read_item(store, thread_id, ns, checkpoint_id)
+        except FoundryCheckpointError as error:
+            if error.store is None:  # where it happened, for logs (never in the message)
+                error.store, error.key = store.name, f"{ns}/{checkpoint_id}"
+            raise
+
+    async def _read_item(
+        self, store: StateStoreLike, thread_id: str, ns: str, checkpoint_id: str
+    ) -> CheckpointTuple | None:
         key = f"{ns}/{checkpoint_id}"
         item = await store.get_item(key)
         if item is None:

@@ -239,8 +239,9 @@ def test_a_tampered_old_store_runs_no_code_and_says_what_is_wrong(
     asyncio.run(write())
     with LangchainAzureSource("old") as legacy, FoundryCheckpointer() as new:
         one = {"configurable": {"thread_id": "t-evil", "checkpoint_ns": "", "checkpoint_id": "1"}}
-        with pytest.raises(UnsafeValueError, match=r"os\.system"):
+        with pytest.raises(UnsafeValueError, match=r"os\.system") as unsafe:
             legacy.get_tuple(one)
+        assert (unsafe.value.store, unsafe.value.key) == (lc_store_name("old", "t-evil"), "/1")
         two = {"configurable": {**one["configurable"], "checkpoint_id": "2"}}
         with pytest.raises(CorruptPayloadError, match="base64"):
             legacy.get_tuple(two)
