@@ -232,7 +232,13 @@ class LoopThread:
             return 0
         if threading.current_thread() is running.thread:
             raise RuntimeError("flush() cannot be called from the checkpointer's own loop")
-        return asyncio.run_coroutine_threadsafe(running.drain(timeout), running.loop).result()
+        drained = asyncio.run_coroutine_threadsafe(running.drain(timeout), running.loop)
+        try:  # bounded even when the loop itself is held up (a blocking call on it)
+            return drained.result(max(timeout, 0.0) + _CANCEL_SECONDS + 1.0)
+        except concurrent.futures.TimeoutError:
+            drained.cancel()
+            _logger.warning("foundry-checkpoint: the loop did not answer within %.1f s", timeout)
+            return 0
 
     def close(
         self,

@@ -229,3 +229,25 @@ async def test_a_queued_engine_call_of_a_cancelled_caller_never_runs() -> None:
         release.set()
         worker.close()
     assert order == ["started before the cancel", "later"]
+
+
+def test_flush_is_bounded_even_when_the_loop_is_held_up(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    lt = LoopThread("shield-test")
+    started = threading.Event()
+
+    async def hold() -> None:
+        started.set()
+        time.sleep(3)  # noqa: ASYNC251 - a blocking call holds the loop: nothing else runs
+
+    caller = threading.Thread(target=lambda: lt.run(hold()))
+    caller.start()
+    assert started.wait(5)
+    began = time.monotonic()
+    with caplog.at_level(logging.WARNING, logger="foundry_checkpoint"):
+        assert lt.flush(timeout=0.1) == 0
+    assert time.monotonic() - began < 2.9
+    assert "did not answer" in caplog.text
+    caller.join(10)
+    lt.close()
