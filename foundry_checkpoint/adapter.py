@@ -1,9 +1,11 @@
 """The interface for framework adapters: everything an adapter builds on, in one module.
 
-An adapter (``foundry_checkpoint_maf``, ``foundry_checkpoint_autogen``, the next one) imports
-this module and the public ones (``foundry_checkpoint``, ``foundry_checkpoint.errors``,
-``foundry_checkpoint.spill``) and nothing else of the package; ``make lint`` enforces it (the
-``adapters-use-the-interface`` contract in ``pyproject.toml``). What it offers:
+An adapter (``foundry_checkpoint_maf``, ``foundry_checkpoint_autogen``, the LangGraph saver in
+``foundry_checkpoint._langgraph``, the next one) imports this module and the public ones
+(``foundry_checkpoint``, ``foundry_checkpoint.errors``, ``foundry_checkpoint.spill``) and
+nothing else of the package (the LangGraph saver also its serializer); ``make lint`` enforces
+it (the ``adapters-use-the-interface`` and ``langgraph-uses-the-interface`` contracts in
+``pyproject.toml``). What it offers:
 
 * **the core**: :class:`CheckpointCore` (one per adapter object, or shared by a provider), built
   from the adapter's keyword arguments by :func:`new_core`, the one constructor path;
@@ -12,12 +14,15 @@ this module and the public ones (``foundry_checkpoint``, ``foundry_checkpoint.er
 * **the lifecycle base**: :class:`CoreOwner` (``kind``, ``location``, ``close``/``aclose``,
   ``with``);
 * **reading**: :func:`newest_item` ("latest" by tags and the newest second),
-  :func:`bounded` (at most n awaitables at once), :func:`create_item` (a create that tolerates
-  its own retried first attempt), and the shapes of the store's answers (:class:`ItemKey`,
-  :class:`StoredItem`, :class:`StateStoreLike`);
-* **values**: :func:`spilled_digest` (the blob an item value refers to, if it spilled);
-* **naming**: :func:`item_key`, :func:`tag_value`, :func:`unescape`, :func:`check_identifier`
-  (collision-free keys and tags within the documented limits);
+  :func:`read_newest` (its find-then-read loop, for a listing of one's own), :func:`bounded`
+  (at most n awaitables at once), :func:`create_item` (a create that tolerates its own retried
+  first attempt), the shapes of the store's answers (:class:`ItemKey`, :class:`StoredItem`,
+  :class:`StateStoreLike`, :class:`RanksByTag`: a store that finds the greatest tag value in
+  one call) and :data:`MAX_PAGE` (keys per listing page at most);
+* **values**: :func:`spilled_digest` (the blob an item value refers to, if it spilled) and
+  :data:`INLINE_BUDGET` (the bytes one item value may take inline);
+* **naming**: :func:`item_key`, :func:`tag_value`, :func:`unescape`, :func:`check_identifier`,
+  :func:`check_text` (collision-free keys and tags within the documented limits);
 * **the version** (``__version__``, the distribution's, which the adapters report as theirs);
 * **defaults**: :data:`DEFAULT_ITEM_TTL_SECONDS`, :data:`DEFAULT_GC_GRACE_SECONDS`,
   :class:`GcReport`, :data:`LocalBackend`.
@@ -43,8 +48,8 @@ from collections.abc import Mapping
 from dataclasses import fields
 from typing import Any, Final
 
-from ._aio import bounded
-from ._codec import spilled_digest
+from ._aio import bounded, read_newest
+from ._codec import INLINE_BUDGET, spilled_digest
 from ._core import (
     DEFAULT_GC_GRACE_SECONDS,
     Caller,
@@ -56,32 +61,37 @@ from ._core import (
 )
 from ._lifecycle import CoreOwner
 from ._options import StoreOptions
-from ._store._limits import DEFAULT_ITEM_TTL_SECONDS
+from ._store._limits import DEFAULT_ITEM_TTL_SECONDS, MAX_PAGE
 from ._store._listing import create_item
-from ._store._naming import check_identifier, item_key, tag_value, unescape
-from ._store._protocol import ItemKey, StateStoreLike, StoredItem
+from ._store._naming import check_identifier, check_text, item_key, tag_value, unescape
+from ._store._protocol import ItemKey, RanksByTag, StateStoreLike, StoredItem
 from ._version import __version__ as __version__
 
 __all__ = [
     "COMMON_ARGUMENTS",
     "DEFAULT_GC_GRACE_SECONDS",
     "DEFAULT_ITEM_TTL_SECONDS",
+    "INLINE_BUDGET",
+    "MAX_PAGE",
     "Caller",
     "CheckpointCore",
     "CoreOwner",
     "GcReport",
     "ItemKey",
     "LocalBackend",
+    "RanksByTag",
     "Scope",
     "StateStoreLike",
     "StoreOptions",
     "StoredItem",
     "bounded",
     "check_identifier",
+    "check_text",
     "create_item",
     "item_key",
     "new_core",
     "newest_item",
+    "read_newest",
     "spilled_digest",
     "tag_value",
     "unescape",

@@ -12,8 +12,7 @@ from collections.abc import Sequence
 
 from langgraph.checkpoint.serde.base import SerializerProtocol
 
-from .._core import DEFAULT_GC_GRACE_SECONDS, GcReport
-from .._lifecycle import CoreOwner
+from ..adapter import DEFAULT_GC_GRACE_SECONDS, CoreOwner, GcReport
 from . import _maintenance
 from ._context import Caches, Context
 

@@ -21,7 +21,7 @@ from uuid import UUID
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import get_checkpoint_id
 
-from .._store._naming import check_identifier, check_text
+from ..adapter import check_identifier, check_text
 from ..errors import InvalidIdentifierError
 
 __all__ = ["check_thread", "configurable", "matches", "namespace", "thread_id", "wanted_id"]

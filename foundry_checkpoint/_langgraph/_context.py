@@ -23,7 +23,7 @@ from typing import Any, Final
 
 from langgraph.checkpoint.serde.base import SerializerProtocol
 
-from .._core import CheckpointCore
+from ..adapter import CheckpointCore
 from ..errors import CorruptPayloadError
 from ._records import CheckpointRecord
 

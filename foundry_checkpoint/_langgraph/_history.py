@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import DeltaChannelHistory
 
-from .._core import Scope
+from ..adapter import Scope
 from . import _config
 from ._context import Context
 from ._read import latest, load_entries, raw_pending, read_record

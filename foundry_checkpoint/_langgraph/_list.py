@@ -16,10 +16,7 @@ from typing import Any, Final
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import CheckpointMetadata, CheckpointTuple
 
-from .._aio import bounded
-from .._core import Scope
-from .._store._naming import tag_value
-from .._store._protocol import ItemKey
+from ..adapter import ItemKey, Scope, bounded, tag_value
 from . import _config
 from ._context import Context
 from ._read import PAGE, pending_writes, ranked, read_record, to_tuple

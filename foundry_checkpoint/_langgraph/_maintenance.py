@@ -15,11 +15,15 @@ from typing import Any, Final
 
 from azure.ai.agentserver.core.storage import FoundryStoragePreconditionError
 
-from .. import _codec
-from .._aio import bounded
-from .._core import DEFAULT_GC_GRACE_SECONDS, Scope
-from .._store._naming import tag_value, unescape
-from .._store._protocol import ItemKey
+from ..adapter import (
+    DEFAULT_GC_GRACE_SECONDS,
+    ItemKey,
+    Scope,
+    bounded,
+    spilled_digest,
+    tag_value,
+    unescape,
+)
 from ..errors import ConcurrentWriteError, InvalidArgumentError, MissingBlobError
 from ._config import check_thread
 from ._context import Context
@@ -237,7 +241,7 @@ async def _detach(
     tags.pop(TAG_PARENT, None)
     tags[TAG_SPILL] = "1" if new.digests() else "0"
     value = await scope.encode(entry.key, pack_checkpoint(new), tags=tags)
-    if _codec.spilled_digest(value):
+    if spilled_digest(value):
         tags[TAG_SPILL] = "1"
     return entry.key, value, tags, item.etag
 
@@ -292,7 +296,7 @@ async def referenced(scope: Scope) -> set[str]:
         if item is None:
             return set()
         found: set[str] = set()
-        digest = _codec.spilled_digest(item.value)
+        digest = spilled_digest(item.value)
         if digest:
             found.add(digest)
         if key_tags(key).get(TAG_KIND) == KIND_CHECKPOINT:
@@ -360,7 +364,7 @@ async def _copy_item(
             await _copy_blobs(ctx, source, target, digests - copied)
             copied |= digests
     value = await target.encode(key.key, payload, tags=tags)
-    if _codec.spilled_digest(value):
+    if spilled_digest(value):
         tags[TAG_SPILL] = "1"
     await target.touch()
     await target.store.set_item(key.key, value, tags=tags)

@@ -20,10 +20,7 @@ from langgraph.checkpoint.base import (
     writes_sort_key,
 )
 
-from .._aio import bounded, read_newest
-from .._core import Scope
-from .._store._limits import MAX_PAGE
-from .._store._protocol import ItemKey, RanksByTag
+from ..adapter import MAX_PAGE, ItemKey, RanksByTag, Scope, bounded, read_newest
 from ..errors import MissingBlobError
 from . import _config
 from ._context import Context

@@ -31,8 +31,7 @@ from typing import Any, Final
 
 import ormsgpack
 
-from .._store._naming import item_key, tag_value, unescape
-from .._store._protocol import ItemKey
+from ..adapter import ItemKey, item_key, tag_value, unescape
 from ..errors import CorruptPayloadError
 
 __all__ = [

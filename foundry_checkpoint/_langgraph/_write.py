@@ -22,11 +22,15 @@ from langgraph.checkpoint.base import (
     get_serializable_checkpoint_metadata,
 )
 
-from .. import _codec
-from .._aio import bounded
-from .._core import Scope
-from .._store._listing import create_item
-from .._store._naming import check_identifier, tag_value
+from ..adapter import (
+    INLINE_BUDGET,
+    Scope,
+    bounded,
+    check_identifier,
+    create_item,
+    spilled_digest,
+    tag_value,
+)
 from ..errors import ConcurrentWriteError, FoundryCheckpointError, InvalidIdentifierError
 from . import _config
 from ._context import Context, ThreadState
@@ -111,7 +115,7 @@ async def put(
         key = checkpoint_key(ns, checkpoint_id)
         tags = _checkpoint_tags(record, md, early=early)
         value = await scope.encode(key, pack_checkpoint(record), tags=tags)
-        if _codec.spilled_digest(value):
+        if spilled_digest(value):
             tags[TAG_SPILL] = "1"
         await scope.touch()
         ref = await scope.store.set_item(key, value, tags=tags)
@@ -208,7 +212,7 @@ async def _channel_table(
             absent[name] = versions[name]
     spill = scope.spill
     # Chunked into the thread's own store (no spill store): only what cannot fit an item.
-    threshold = _codec.INLINE_BUDGET if scope.chunked else SPILL_THRESHOLD
+    threshold = INLINE_BUDGET if scope.chunked else SPILL_THRESHOLD
     large: list[str] = []
     for name in fresh:
         type_, data = ctx.serde.dumps_typed(values[name])
@@ -329,6 +333,6 @@ async def _encode_writes(
 ) -> tuple[dict[str, Any], dict[str, str]]:
     out = {**tags, TAG_SPILL: "0"}
     value = await scope.encode(key, pack_writes(record), tags=out)
-    if _codec.spilled_digest(value):
+    if spilled_digest(value):
         out[TAG_SPILL] = "1"
     return value, out

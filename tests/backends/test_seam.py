@@ -57,6 +57,9 @@ def test_the_adapter_contract_forbids_every_private_module() -> None:
     }
     assert private <= set(contract["forbidden_modules"])
     assert "foundry_checkpoint.spill.*" in contract["forbidden_modules"]
+    langgraph = contracts["langgraph-uses-the-interface"]
+    assert langgraph["source_modules"] == ["foundry_checkpoint._langgraph"]
+    assert private - {"foundry_checkpoint._langgraph"} <= set(langgraph["forbidden_modules"])
 
 
 def test_every_adapter_builds_its_core_one_way() -> None:
