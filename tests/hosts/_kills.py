@@ -17,7 +17,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from foundry_checkpoint.emulator import FoundryEmulator
+
 from .conftest import Host, Platform
+
+#: How long each item write waits while a kill aims at the writing of a large value's chunks.
+SLOW_WRITE_SECONDS = 0.25
 
 #: Variables that make a process a Foundry-hosted agent; local mode runs without them.
 _HOSTED_ONLY = ("FOUNDRY_HOSTING_ENVIRONMENT", "FOUNDRY_PROJECT_ENDPOINT")
@@ -54,8 +59,22 @@ def wait_until(check: Callable[[], bool], seconds: float, what: str, host: Host)
         time.sleep(0.01)
 
 
-def kill_at(host: Host, journal: Path, run: str, step: int, event: str, delay: float) -> None:
-    """SIGKILL ``host`` ``delay`` seconds after the journal shows ``event`` of ``step``."""
+def kill_at(
+    host: Host,
+    journal: Path,
+    run: str,
+    step: int,
+    event: str,
+    delay: float,
+    *,
+    slow_writes: FoundryEmulator | None = None,
+) -> None:
+    """SIGKILL ``host`` ``delay`` seconds after the journal shows ``event`` of ``step``.
+
+    With ``slow_writes``, every item write the emulator receives from then on until the kill
+    waits :data:`SLOW_WRITE_SECONDS` first: the chunk items of a large value are then written
+    one by one over a window the kill can land in.
+    """
 
     def seen() -> bool:
         return any(
@@ -63,8 +82,15 @@ def kill_at(host: Host, journal: Path, run: str, step: int, event: str, delay: f
         )
 
     wait_until(seen, 60, f"{event} of step {step} in {run}", host)
-    time.sleep(delay)
-    host.kill()
+    if slow_writes is not None:
+        for route in ("put_item", "create_item"):
+            slow_writes.inject(route, status=None, delay=SLOW_WRITE_SECONDS, times=None)
+    try:
+        time.sleep(delay)
+        host.kill()
+    finally:
+        if slow_writes is not None:
+            slow_writes.clear_faults()
 
 
 def in_flight(journal: Path, run: str) -> int | None:

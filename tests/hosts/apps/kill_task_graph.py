@@ -80,7 +80,9 @@ def node(index: int) -> Any:
         journal(run, index, "effect")
         update: dict[str, Any] = {"messages": [f"{run}: step {index}"]}
         if index == 0 and run.startswith("big:"):
-            update["blob"] = base64.b64encode(random.Random(7).randbytes(BIG)).decode()
+            # tagged with the process id: a killed attempt's chunks are orphans (see GET)
+            big = base64.b64encode(random.Random(7).randbytes(BIG)).decode()
+            update["blob"] = f"{big}#{os.getpid()}"
         await asyncio.sleep(SETTLE)
         return update
 
@@ -193,7 +195,8 @@ async def get_turn(request: Request) -> Response:
     finished = snapshot.values.get("turn") == turn and not snapshot.tasks
     status = "completed" if finished and running is None else "in_progress"
     blob = snapshot.values.get("blob")
-    digest = hashlib.sha256(blob.encode()).hexdigest()[:12] if blob else None
+    same = blob.rsplit("#", 1)[0] if blob else ""
+    digest = hashlib.sha256(same.encode()).hexdigest()[:12] if blob else None
     return JSONResponse(
         {
             "status": status,
