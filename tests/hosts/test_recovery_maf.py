@@ -12,7 +12,10 @@ start-up and resumes the workflow from its last checkpoint, with nothing configu
 Checked per kill: the task completes on its own (the new process's start-up scan recovers it),
 the client's ``GET`` returns the one completed response with the output of an uninterrupted
 run, only the step in flight at the kill journals its side effect twice, and after all kills a
-garbage collection finds no orphaned blob or chunk. Local mode runs without the hosting
+garbage collection finds no orphaned blob or chunk. (The host resumes from the checkpoint its
+own record of the run names; when that record is written late, as it is when the emulator
+slows every write to aim a kill at the chunks, the step before the one in flight may run again
+too. Those cases are counted apart.) Local mode runs without the hosting
 variables (tasks, responses and checkpoints under ``AGENTSERVER_STATE_ROOT``); hosted mode runs
 on ``agent_environment()`` against the emulator's task API, response store and state store.
 """
@@ -29,7 +32,7 @@ import pytest
 
 from foundry_checkpoint_maf import FoundryCheckpointStorage
 
-from ._kills import Counts, effects, in_flight, kill_at, prepare
+from ._kills import Counts, effects, events, in_flight, kill_at, prepare, wait_until
 from .conftest import Host, Platform
 
 pytestmark = [pytest.mark.slow, pytest.mark.multiprocess]
@@ -72,17 +75,25 @@ def texts(response: dict[str, Any]) -> list[str]:
     ]
 
 
-def plan(rng: random.Random) -> list[tuple[str, str, int, str, float]]:
+def plan(rng: random.Random, mode: str) -> list[tuple[str, str, int, str, float]]:
     """(kind, run, step, journal event to wait for, delay after it) for each kill."""
     out: list[tuple[str, str, int, str, float]] = []
     for n in range(KILLS):
         kind = ("inside a step", "between effect and checkpoint", "during a chunked write")[n % 3]
         if kind == "inside a step":
-            out.append((kind, f"k{n}", rng.randrange(STEPS), "start", rng.uniform(0.05, WORK)))
+            # (margins: the journal is polled, and the machine may be busy)
+            out.append(
+                (kind, f"k{n}", rng.randrange(STEPS), "start", rng.uniform(0.05, WORK - 0.15))
+            )
         elif kind == "between effect and checkpoint":
-            out.append((kind, f"k{n}", rng.randrange(STEPS), "effect", rng.uniform(0, SETTLE)))
+            delay = rng.uniform(0.02, SETTLE - 0.12)
+            out.append((kind, f"k{n}", rng.randrange(STEPS), "effect", delay))
         else:  # step 0 keeps a value over the item limit; its checkpoint follows the settle
-            delay = SETTLE + rng.uniform(0.0, 0.12)
+            # hosted: each item write is slowed (SLOW_WRITE_SECONDS), so the kill lands among
+            # the chunk writes (after the host's own writes of the superstep); local: the spill
+            # file is written within a few milliseconds
+            window = (0.7, 1.2) if mode == "hosted" else (0.0, 0.12)
+            delay = SETTLE + rng.uniform(*window)
             out.append((kind, f"big:k{n}", 0, "effect", delay))
     return out
 
@@ -145,9 +156,10 @@ async def test_sigkill_at_random_points_then_the_task_recovers_on_its_own(
         assert effects(journal, run) == dict.fromkeys(range(STEPS), 1)
     assert expected["base"] != expected["big:base"]  # the big state reached the end
 
-    for kind, run, step, event, delay in plan(rng):
+    for kind, run, step, event, delay in plan(rng, mode):
         response_id = submit(host, run)
-        kill_at(host, journal, run, step, event, delay)
+        slow = platform.emulator if kind == "during a chunked write" and mode == "hosted" else None
+        kill_at(host, journal, run, step, event, delay, slow_writes=slow)
         counts.kills += 1
         counts.points[kind] += 1
         flying = in_flight(journal, run)
@@ -166,7 +178,13 @@ async def test_sigkill_at_random_points_then_the_task_recovers_on_its_own(
         after = effects(journal, run)
         assert set(after) == set(range(STEPS)) and all(after[s] >= 1 for s in after), after
         repeated = {s for s, n in after.items() if n > 1}
-        assert repeated <= {flying}, (kind, flying, before, after)
+        if kind == "during a chunked write" and mode == "hosted" and repeated - {flying}:
+            # The host resumes from the checkpoint its own record of the run names, written
+            # after the checkpoint (slowed here too): the step before may run again as well.
+            assert flying is not None and repeated <= {flying - 1, flying}, (flying, after)
+            counts.points["step before the one in flight repeated (host index lag)"] += 1
+        else:
+            assert repeated <= {flying}, (kind, flying, before, after)
         if kind == "inside a step":  # killed before its side effect: it happens once
             assert flying == step and repeated == set(), (flying, after)
         elif kind == "between effect and checkpoint":  # done but not durable: runs again
@@ -184,7 +202,11 @@ async def test_sigkill_at_random_points_then_the_task_recovers_on_its_own(
     collected, counts.orphans = await collect(platform, mode, monkeypatch)
     counts.report()
     print(f"  unreferenced blobs or chunks left by the kills, collected by gc: {collected}")
+    if mode == "hosted":  # kills among the chunk writes left chunks no checkpoint uses
+        assert collected >= 1
     assert counts.kills == counts.recoveries == KILLS
+    lagged = counts.points.pop("step before the one in flight repeated (host index lag)", 0)
+    print(f"  killed steps checkpointed but not yet in the host's record, run again: {lagged}")
     assert counts.points == {
         "inside a step": 4,
         "between effect and checkpoint": 3,
@@ -192,3 +214,55 @@ async def test_sigkill_at_random_points_then_the_task_recovers_on_its_own(
     }
     assert counts.repeated <= KILLS
     assert counts.orphans == 0
+
+
+@pytest.mark.parametrize("mode", ["local", "hosted"])
+def test_sigterm_right_after_a_step_finished_then_the_turn_goes_on_in_the_next_process(
+    platform: Platform, mode: str
+) -> None:
+    """A redeploy (SIGTERM) just as a step has finished its work: the turn goes on elsewhere.
+
+    The host sets the task's shutdown signal, stops the workflow and leaves the task
+    ``in_progress`` for the next process (``exit_for_recovery``), which resumes from the last
+    checkpoint and completes the response. The steps before the one that had just finished
+    never run again. That step itself may: agent-framework-foundry-hosting checks its claim on
+    the run (a state-store read) before it hands the superstep's checkpoint to the storage, and
+    the shutdown cancels that read, so the superstep is not saved. In hosted mode the read is a
+    network round trip and the step usually runs again; in local mode it is usually done in
+    time. The counts are printed.
+    """
+    journal = prepare(platform, mode)
+    host = platform.start(APP, apps=APPS)
+    terms = finished_repeated = 0
+    for step in range(STEPS - 1):
+        run = f"term{step}"
+        response_id = submit(host, run)
+
+        def done(run: str = run, step: int = step) -> bool:
+            return any(
+                e["run"] == run and e["step"] == step and e["event"] == "done"
+                for e in events(journal)
+            )
+
+        wait_until(done, 60, f"step {step} done", host)
+        began = time.monotonic()
+        host.stop()
+        took = time.monotonic() - began
+        terms += 1
+        assert host.process.returncode == 0, host.log_text()[-3000:]
+        assert "exit_for_recovery" in host.log_text(), host.log_text()[-3000:]
+        assert took < 15, took  # well inside the platform's grace period
+
+        host = platform.start(APP, apps=APPS)
+        (said,) = texts(outcome(host, response_id))
+        assert said == f"done: {run}|s0|s1|s2|s3 blob=-"
+        after = effects(journal, run)
+        assert set(after) == set(range(STEPS)) and max(after.values()) <= 2, after
+        assert all(after[s] == 1 for s in range(step)), after  # checkpointed steps: once
+        assert all(after[s] == 1 for s in range(step + 1, STEPS)), after  # not begun before
+        finished_repeated += after[step] - 1
+    print(
+        f"MAF ResponsesHostServer(resilient_background=True), {mode}: SIGTERMs={terms} "
+        f"recoveries={terms} finished steps run again={finished_repeated}"
+    )
+    assert finished_repeated <= terms

@@ -4,9 +4,10 @@ agent-framework-foundry-hosting's ``ResponsesHostServer(resilient_background=Tru
 chain of ``STEPS`` executors; each is one superstep (one checkpoint through
 ``FoundryCheckpointStorageProvider``). A step journals ``start`` when it begins, sleeps, journals
 ``effect`` (its side effect, not idempotent), sleeps again (the window between a step's side
-effect and its checkpoint), then hands the text on. The first step also keeps a value over the
-state store's item limit in the workflow state when the input asks for it (``big:`` prefix), so
-its checkpoint is written as several chunk items in hosted mode (a spill in local mode).
+effect and its checkpoint), journals ``done`` and hands the text on. The first step also keeps
+a value over the state store's item limit in the workflow state when the input asks for it
+(``big:`` prefix), so its checkpoint is written as several chunk items in hosted mode (a spill
+in local mode).
 
 The journal is the file named by ``KILL_JOURNAL``, one JSON line per event, appended with
 ``O_APPEND`` so a line written before a SIGKILL is never lost. Nothing is configured for the
@@ -48,8 +49,13 @@ def journal(run: str, step: int, event: str) -> None:
 
 
 def big_value() -> str:
-    """The same large, incompressible value for every run."""
-    return base64.b64encode(random.Random(7).randbytes(BIG)).decode()
+    """A large, incompressible value: the same for every run, tagged with the process id.
+
+    The tag makes a killed attempt's chunks differ from those the recovering process writes,
+    so a kill while they are written leaves orphans for ``gc`` to find; the digest the output
+    shows leaves the tag out.
+    """
+    return base64.b64encode(random.Random(7).randbytes(BIG)).decode() + f"#{os.getpid()}"
 
 
 class Step(Executor):
@@ -66,6 +72,7 @@ class Step(Executor):
         if self.index == 0 and run.startswith("big:"):
             ctx.set_state("blob", big_value())
         await asyncio.sleep(SETTLE)
+        journal(run, self.index, "done")  # the step's work is over: it only hands the text on
         await ctx.send_message(f"{text}|s{self.index}")
 
 
@@ -73,7 +80,8 @@ class Finish(Executor):
     @handler
     async def run(self, text: str, ctx: WorkflowContext[Never, str]) -> None:
         blob = ctx.get_state("blob", "")
-        digest = hashlib.sha256(blob.encode()).hexdigest()[:12] if blob else "-"
+        same = blob.rsplit("#", 1)[0]
+        digest = hashlib.sha256(same.encode()).hexdigest()[:12] if blob else "-"
         await ctx.yield_output(f"done: {text} blob={digest}")
 
 
