@@ -1,8 +1,9 @@
 """A test host: ``samples/hosted_agents/langgraph_invocations_host.py`` on the journaled graph.
 
 The sample's host (langchain-azure-ai's ``InvocationsHostServer`` with ``resilient_background``
-and ``steerable_conversations``, one ``FoundryCheckpointer``, nothing configured for the
-platform) serving ``recovery_pipeline.graph``: slow, journaled steps (see that module).
+and ``steerable_conversations``, nothing configured for the platform) serving
+``recovery_pipeline.graph`` (slow, journaled steps) on one ``JournaledCheckpointer`` (a
+``FoundryCheckpointer`` that journals each step's stored writes; see that module).
 ``RECOVERY_CHECKPOINTER=memory`` gives the graph an ``InMemorySaver`` instead, for contrast.
 """
 
@@ -12,11 +13,9 @@ import os
 
 from langchain_azure_ai.agents.hosting import InvocationsHostServer, ResponsesServerOptions
 from langgraph.checkpoint.memory import InMemorySaver
-from recovery_pipeline import graph
+from recovery_pipeline import JournaledCheckpointer, graph
 
-from foundry_checkpoint import FoundryCheckpointer
-
-checkpointer = FoundryCheckpointer(store_prefix="recovery-invocations")
+checkpointer = JournaledCheckpointer(store_prefix="recovery-invocations")
 host = InvocationsHostServer(
     graph(InMemorySaver() if os.environ.get("RECOVERY_CHECKPOINTER") == "memory" else checkpointer),
     options=ResponsesServerOptions(resilient_background=True, steerable_conversations=True),

@@ -1,8 +1,9 @@
 """A test host: ``samples/hosted_agents/langgraph_responses_host.py`` on the journaled graph.
 
 The sample's host (langchain-azure-ai's ``ResponsesHostServer`` with ``resilient_background``
-and ``steerable_conversations``, one ``FoundryCheckpointer``, nothing configured for the
-platform) serving ``recovery_pipeline.graph``: slow, journaled steps (see that module).
+and ``steerable_conversations``, nothing configured for the platform) serving
+``recovery_pipeline.graph`` (slow, journaled steps) on one ``JournaledCheckpointer`` (a
+``FoundryCheckpointer`` that journals each step's stored writes; see that module).
 ``RECOVERY_CHECKPOINTER=memory`` gives the graph an ``InMemorySaver`` instead, for contrast.
 """
 
@@ -13,12 +14,11 @@ import os
 
 from langchain_azure_ai.agents.hosting import ResponsesHostServer, ResponsesServerOptions
 from langgraph.checkpoint.memory import InMemorySaver
-from recovery_pipeline import graph
+from recovery_pipeline import JournaledCheckpointer, graph
 
-from foundry_checkpoint import FoundryCheckpointer
 from samples.hosted_agents.langgraph_pipeline import HashedChainStore
 
-checkpointer = FoundryCheckpointer(store_prefix="recovery-responses")
+checkpointer = JournaledCheckpointer(store_prefix="recovery-responses")
 host = ResponsesHostServer(
     graph(InMemorySaver() if os.environ.get("RECOVERY_CHECKPOINTER") == "memory" else checkpointer),
     options=ResponsesServerOptions(resilient_background=True, steerable_conversations=True),
