@@ -25,11 +25,13 @@ Both hosts resume a reclaimed turn from the checkpoint id they recorded last (in
 with that ``checkpoint_id``), which LangGraph runs as a replay of that checkpoint: a step whose
 writes were stored, but not the checkpoint after them, runs again (``InMemorySaver`` behaves the
 same). Resumed without the id, LangGraph would hand the stored writes back instead. The count of
-such repeats is printed (``after-writes``).
+such repeats is printed (``after-writes``), and the last test shows the difference in one
+process, on ``FoundryCheckpointer`` and on ``InMemorySaver``.
 """
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import random
 import time
@@ -460,3 +462,82 @@ def test_with_an_in_memory_saver_the_recovered_turn_does_not_resume(
     assert final["error"]["message"] == "Received no input for __start__", final
     journal.read()
     assert journal.ended(1) == {"triage"}  # nothing after the kill ran
+
+
+class _Died(Exception):
+    """The process 'dies' here: before the checkpoint after a step's stored writes."""
+
+
+async def _die_after_research_writes_then_resume(saver: Any, by_id: bool) -> list[str]:
+    """Run turn 1 until the checkpoint after ``research``'s stored writes fails; resume it.
+
+    Returns the steps the resumed run ran.
+    """
+    runs: list[str] = []
+
+    def counted(name: str, step: Step) -> Step:
+        def run(state: dict[str, Any]) -> dict[str, Any]:
+            runs.append(name)
+            return step(state)
+
+        return run
+
+    armed: list[bool] = []
+    put, put_writes = saver.aput, saver.aput_writes
+
+    async def aput_writes(config: Any, writes: Any, task_id: str, task_path: str = "") -> None:
+        if any(getattr(m, "id", "") == "research-1" for _, v in writes for m in v):
+            armed.append(True)
+        await put_writes(config, writes, task_id, task_path)
+
+    async def aput(config: Any, checkpoint: Any, metadata: Any, versions: Any) -> Any:
+        if armed:
+            await asyncio.sleep(0.2)  # the writes are stored by then
+            raise _Died
+        return await put(config, checkpoint, metadata, versions)
+
+    saver.aput, saver.aput_writes = aput, aput_writes
+    graph = build(saver, wrap=counted)
+    config: Any = {"configurable": {"thread_id": "t-1"}}
+    recorded = []
+    with pytest.raises(_Died):
+        async for event in graph.astream(
+            {"messages": [HumanMessage("hello")]},
+            config,
+            durability="sync",
+            stream_mode="checkpoints",
+        ):
+            recorded.append(event["config"]["configurable"]["checkpoint_id"])
+    assert runs == ["triage", "research"]
+    saver.aput, saver.aput_writes = put, put_writes  # the next process
+    latest = (await graph.aget_state(config)).config["configurable"]["checkpoint_id"]
+    assert recorded[-1] == latest  # the id a host recorded is the thread's latest
+    if by_id:
+        config = {"configurable": {"thread_id": "t-1", "checkpoint_id": latest}}
+    out = await graph.ainvoke(None, config, durability="sync")
+    assert out["messages"][-1].text == "reply 1: HELLO"
+    return runs[2:]
+
+
+@pytest.mark.parametrize("saver_kind", ["foundry", "memory"])
+async def test_a_resume_by_checkpoint_id_reruns_a_step_whose_writes_were_stored(
+    saver_kind: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Why the hosts repeat a step killed after its writes: they resume by checkpoint id.
+
+    ``research``'s writes are stored, then its checkpoint fails (the process dies there). From
+    the thread's latest checkpoint (no id) LangGraph hands the stored writes back and runs only
+    ``reply``; addressed by that same checkpoint's id with input ``None`` (what both
+    langchain-azure-ai hosts send), it replays the checkpoint and runs ``research`` again.
+    ``FoundryCheckpointer`` behaves exactly as ``InMemorySaver``.
+    """
+    monkeypatch.setenv("AGENTSERVER_STATE_ROOT", str(tmp_path))
+    monkeypatch.delenv("FOUNDRY_HOSTING_ENVIRONMENT", raising=False)
+    reran = {}
+    for by_id in (False, True):
+        if saver_kind == "memory":
+            reran[by_id] = await _die_after_research_writes_then_resume(InMemorySaver(), by_id)
+            continue
+        async with FoundryCheckpointer(store_prefix=f"replay-{by_id}") as saver:
+            reran[by_id] = await _die_after_research_writes_then_resume(saver, by_id)
+    assert reran == {False: ["reply"], True: ["research", "reply"]}
