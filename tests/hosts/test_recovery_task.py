@@ -23,6 +23,7 @@ from __future__ import annotations
 import hashlib
 import json
 import random
+import ssl
 import threading
 import time
 from pathlib import Path
@@ -32,6 +33,8 @@ import httpx
 import pytest
 
 from foundry_checkpoint import FoundryCheckpointer
+from foundry_checkpoint.emulator._credential import token_for_user
+from foundry_checkpoint.emulator._platform import AGENT_IDENTITY
 
 from ._kills import Counts, effects, events, kill_at, prepare
 from .conftest import Host, Platform
@@ -229,6 +232,21 @@ async def test_sigkill_mid_turn_then_the_chain_recovers_the_turn_on_its_own(
     assert counts.orphans == 0
 
 
+def task_record(platform: Platform, task_id: str) -> dict[str, Any]:
+    """The task as the emulator's task API keeps it for the agent's own identity."""
+    token = token_for_user(AGENT_IDENTITY)
+    trust = ssl.create_default_context(cafile=platform.emulator.ca_file)
+    with httpx.Client(verify=trust) as client:
+        got = client.get(
+            f"{platform.emulator.endpoint}/tasks/{task_id}",
+            params={"api-version": "v1"},
+            headers={"Authorization": f"Bearer {token}"},
+        )
+    assert got.status_code == 200, got.text
+    record: dict[str, Any] = got.json()
+    return record
+
+
 def test_two_replicas_the_one_holding_the_lease_dies_and_the_other_recovers_the_turn(
     platform: Platform,
 ) -> None:
@@ -237,7 +255,10 @@ def test_two_replicas_the_one_holding_the_lease_dies_and_the_other_recovers_the_
     Replica A takes a turn and holds the task's lease; it is killed inside a node. Replica B,
     already running, learns of the turn when the client asks it (``GET /invocations/{turn}``):
     the task is ``in_progress`` under the session's owner but active in no live process, so B
-    reclaims the lease (generation + 1) and re-enters the handler as ``recovered``.
+    reclaims the lease (generation + 1) and re-enters the handler as ``recovered``. The runtime's
+    lease owner is the agent name and session id: a process of another session never lists or
+    reclaims these tasks, expired or not (the task API lets another owner take an expired
+    lease; the runtime never asks it to), so the handoff needs no lease to expire.
     """
     journal = prepare(platform, "hosted")
     replica_a = platform.start(APP, apps=APPS)
@@ -248,6 +269,15 @@ def test_two_replicas_the_one_holding_the_lease_dies_and_the_other_recovers_the_
     pids = {e["pid"] for e in events(journal) if e["run"] == "handoff"}
     assert pids == {replica_a.process.pid}  # A ran the turn and held its lease
 
+    # B is asked about the turn: it reclaims the task and runs it on.
+    asked = replica_b.get(USER, f"/invocations/handoff?thread_id={THREAD}")
+    assert asked.status_code == 200 and asked.json()["status"] == "in_progress", asked.text
+    # The lease moved to B: the same owner (agent and session), B's instance, generation 1.
+    record = task_record(platform, chain_id(USER, THREAD))
+    assert record["status"] == "in_progress", record
+    lease = record["lease"]
+    assert lease["generation"] == 1, lease
+    assert lease["instance_id"].startswith(f"worker-{replica_b.process.pid}-"), lease
     state = finished(replica_b, "handoff")
     assert state["messages"] == turn_messages("handoff")
     by_b = [e for e in events(journal) if e["pid"] == replica_b.process.pid]
