@@ -103,16 +103,6 @@ class DurableAgent(BaseAgent):
         self._durable_store = store
         self._durable_scope = scope
 
-    @property
-    def durable_store(self) -> AutoGenStateStore | None:
-        """The store this agent saves to (None until :func:`durable_factory` attaches one)."""
-        return self._durable_store
-
-    @property
-    def durable_scope(self) -> str | None:
-        """The scope (store) this agent's state is kept in."""
-        return self._durable_scope
-
     def _locks(self) -> tuple[asyncio.Lock, asyncio.Lock]:
         if self._durable_locks is None:
             self._durable_locks = (asyncio.Lock(), asyncio.Lock())
