@@ -8,6 +8,7 @@ changes no file above ``foundry_checkpoint/_store/``.
 from __future__ import annotations
 
 import re
+import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -41,7 +42,10 @@ def test_the_check_finds_a_comparison() -> None:
 
 
 def test_the_adapter_contract_forbids_every_private_module() -> None:
-    import tomllib
+    if sys.version_info >= (3, 11):
+        import tomllib
+    else:  # Python 3.10: the backport
+        import tomli as tomllib
 
     config = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
     contracts = {c["id"]: c for c in config["tool"]["importlinter"]["contracts"]}

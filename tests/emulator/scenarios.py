@@ -26,11 +26,9 @@ from azure.ai.agentserver.core.storage import (
     FoundryStoragePreconditionError,
     JSONValue,
     Order,
-    StateStoreItem,
-    StateStoreItemKeyPage,
 )
 
-from foundry_checkpoint._store._protocol import StateStoreLike
+from foundry_checkpoint._store._protocol import KeyPage, StateStoreLike, StoredItem
 
 __all__ = [
     "SCENARIOS",
@@ -87,7 +85,7 @@ async def _outcome(call: Awaitable[Any]) -> tuple[str, Any]:
     return ("ok", None)
 
 
-def _item_view(item: StateStoreItem | None, t0: int) -> Any:
+def _item_view(item: StoredItem | None, t0: int) -> Any:
     if item is None:
         return None
     return {
@@ -99,11 +97,11 @@ def _item_view(item: StateStoreItem | None, t0: int) -> Any:
     }
 
 
-def _page_keys(page: StateStoreItemKeyPage) -> list[str]:
+def _page_keys(page: KeyPage) -> list[str]:
     return [entry.key for entry in page.keys]
 
 
-def _page_view(page: StateStoreItemKeyPage, t0: int) -> Any:
+def _page_view(page: KeyPage, t0: int) -> Any:
     return {
         "keys": _page_keys(page),
         "tags": [dict(entry.tags) if entry.tags else None for entry in page.keys],

@@ -27,7 +27,10 @@ import traceback
 from pathlib import Path
 from typing import Any
 
-import tomllib
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # Python 3.10: the backport
+    import tomli as tomllib
 
 from . import _doc_setups
 from ._doc_blocks import ROOT, Block, blocks, json_output, normalize, same_output

@@ -23,10 +23,10 @@ from typing import Any
 from packaging.requirements import Requirement
 from packaging.specifiers import SpecifierSet
 
-try:
+if sys.version_info >= (3, 11):
     import tomllib
-except ModuleNotFoundError:  # Python 3.10
-    import tomli as tomllib  # type: ignore[no-redef]
+else:  # Python 3.10: the backport
+    import tomli as tomllib
 
 ROOT = Path(__file__).resolve().parents[2]
 PROJECT = "foundry-checkpoint"
