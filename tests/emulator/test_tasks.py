@@ -12,13 +12,20 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
+from typing import Any, TypedDict
 
 import pytest
 from azure.ai.agentserver.core.tasks._client import HostedTaskProvider, TransportClassifiedError
-from azure.ai.agentserver.core.tasks._exceptions_internal import TaskNotFound, _HostedConflict
-from azure.ai.agentserver.core.tasks._models import TaskCreateRequest, TaskPatchRequest
+from azure.ai.agentserver.core.tasks._exceptions import TaskNotFound
+from azure.ai.agentserver.core.tasks._exceptions_internal import _HostedConflict
+from azure.ai.agentserver.core.tasks._models import (
+    TaskCreateRequest,
+    TaskPatchRequest,
+    TaskStatus,
+)
 from azure.core.pipeline.policies import HeadersPolicy
 from azure.core.pipeline.transport import AioHttpTransport
+from typing_extensions import Unpack
 
 from foundry_checkpoint.emulator import FoundryEmulator
 
@@ -27,7 +34,9 @@ from .scenarios import ScenarioClock
 pytestmark = pytest.mark.emulator
 
 
-def _provider(emu: FoundryEmulator, *, user: str = "hosted-agent", call_id: str | None = None):
+def _provider(
+    emu: FoundryEmulator, *, user: str = "hosted-agent", call_id: str | None = None
+) -> HostedTaskProvider:
     """The SDK's client as the task manager builds it, trusting the emulator's CA."""
     provider = HostedTaskProvider(
         emu.endpoint,
@@ -60,10 +69,24 @@ async def provider(
     await client.close()
 
 
-def _create(task_id: str, **kwargs: object) -> TaskCreateRequest:
+class _Lease(TypedDict):
+    lease_owner: str
+    lease_instance_id: str
+
+
+class _Fields(TypedDict, total=False):
+    status: TaskStatus
+    payload: dict[str, Any]
+    tags: dict[str, str]
+    lease_owner: str
+    lease_instance_id: str
+    lease_duration_seconds: int
+
+
+def _create(task_id: str, **fields: Unpack[_Fields]) -> TaskCreateRequest:
     return TaskCreateRequest(
-        agent_name="agent", session_id="session-1", id=task_id, title="work", **kwargs
-    )  # type: ignore[arg-type]
+        agent_name="agent", session_id="session-1", id=task_id, title="work", **fields
+    )
 
 
 async def test_create_get_patch_delete_round_trip(provider: HostedTaskProvider) -> None:
@@ -76,7 +99,9 @@ async def test_create_get_patch_delete_round_trip(provider: HostedTaskProvider) 
     assert await provider.get("t-missing") is None
 
     patched = await provider.update(
-        "t-1", TaskPatchRequest(payload={"output": 2}, tags={"k": None}, if_match=got.etag)
+        "t-1",
+        # a None tag value removes the tag (merge-patch), which the SDK's annotation omits
+        TaskPatchRequest(payload={"output": 2}, tags={"k": None}, if_match=got.etag),  # type: ignore[dict-item]
     )
     assert patched.payload == {"input": {"n": 1}, "output": 2}  # shallow merge
     assert patched.tags is None and patched.etag != got.etag
@@ -117,7 +142,7 @@ async def test_lease_acquire_renew_expire_and_takeover(
     clocked: tuple[FoundryEmulator, ScenarioClock], provider: HostedTaskProvider
 ) -> None:
     _, clock = clocked
-    mine = {"lease_owner": "session:s1", "lease_instance_id": "proc-a"}
+    mine: _Lease = {"lease_owner": "session:s1", "lease_instance_id": "proc-a"}
     task = await provider.create(
         _create("t-lease", status="in_progress", lease_duration_seconds=30, **mine)
     )
@@ -125,7 +150,7 @@ async def test_lease_acquire_renew_expire_and_takeover(
     assert (task.lease.owner, task.lease.instance_id) == ("session:s1", "proc-a")
 
     # another owner while the lease is live: refused, nothing changes
-    other = {"lease_owner": "session:s2", "lease_instance_id": "proc-b"}
+    other: _Lease = {"lease_owner": "session:s2", "lease_instance_id": "proc-b"}
     with pytest.raises(_HostedConflict) as held:
         await provider.update("t-lease", TaskPatchRequest(lease_duration_seconds=30, **other))
     assert (held.value._code, held.value.status_code) == ("lease_held_by_another", 409)
