@@ -12,7 +12,11 @@ from typing import Any
 
 import aiohttp
 import pytest
-from azure.ai.agentserver.core.storage import FoundryStateStore, FoundryStorageBadRequestError
+from azure.ai.agentserver.core.storage import (
+    FoundryStateStore,
+    FoundryStorageBadRequestError,
+    JSONValue,
+)
 from langgraph.checkpoint.base import empty_checkpoint
 
 from foundry_checkpoint import CheckpointTooLargeError, FoundryCheckpointer
@@ -391,13 +395,12 @@ def test_our_hosted_client_with_no_op_deletes(
     """Deleting what is not there (a second delete, a thread never written) goes through the
     hosted client without an error, now that such deletes omit ``id``."""
     hosted_env(monkeypatch)
-    kwargs = {
-        "store_prefix": f"w{uuid.uuid4().hex[:10]}",
-        "credential": emu.credential(user="alice"),
-        "endpoint": emu.endpoint,
-        "connection_verify": emu.ca_file,
-    }
-    with FoundryCheckpointer(**kwargs) as saver:
+    with FoundryCheckpointer(
+        store_prefix=f"w{uuid.uuid4().hex[:10]}",
+        credential=emu.credential(user="alice"),
+        endpoint=emu.endpoint,
+        connection_verify=emu.ca_file,
+    ) as saver:
         config = saver.put(cfg("t1"), empty_checkpoint(), {"source": "input", "step": -1}, {})
         saver.put_writes(config, [("c", 1)], "task-1")
         emu.reset_counts()
@@ -438,7 +441,7 @@ async def test_the_item_limit_is_1_000_000_bytes_and_the_budget_fits_it(
         await store.create_item(key, value)
         item = await store.get_item(key)
         assert item is not None and item.value == value
-        over = {"d": "x" * (MAX_VALUE_BYTES - len(json.dumps({"d": ""})) + 1)}
+        over: dict[str, JSONValue] = {"d": "x" * (MAX_VALUE_BYTES - len(json.dumps({"d": ""})) + 1)}
         assert len(json.dumps(over).encode("utf-8")) == 1_000_001
         with pytest.raises(FoundryStorageBadRequestError) as info:
             await store.set_item("over", over)
