@@ -126,12 +126,12 @@ class World:
 
 @pytest.fixture(params=["no-user_id", "delegated"])
 def delegation(request: pytest.FixtureRequest) -> bool:
-    return request.param == "delegated"
+    return str(request.param) == "delegated"
 
 
 @pytest.fixture(params=["context-user", "call-id-only"])
 def context_user(request: pytest.FixtureRequest) -> bool:
-    return request.param == "context-user"
+    return str(request.param) == "context-user"
 
 
 @pytest.fixture
@@ -170,7 +170,7 @@ def _check_maintenance(
     world: World,
     own_threads: Callable[[str], set[str]],
     expected: Callable[[str], set[str]],
-    steps: list[Callable[[], None]],
+    steps: list[Callable[[], object]],
     actor: str,
 ) -> None:
     """Run ``actor``'s steps; after each, everyone else's rows and blobs are unchanged."""
@@ -343,6 +343,12 @@ def test_maf_hosting_provider(world: World) -> None:
             assert [cp.state for cp in history] == [{"doc": BIG_TEXT, "u": user}, {"u": user}]
         for actor in (*USERS, OUTSIDE):
 
+            def prune(actor: str = actor) -> None:
+                run(storage(actor).prune(keep=1))
+
+            def gc(actor: str = actor) -> None:
+                run(storage(actor).gc(grace_seconds=0))
+
             def delete(actor: str = actor) -> None:
                 run(delete_all(actor))
                 owned[actor].discard(SHARED)
@@ -351,11 +357,7 @@ def test_maf_hosting_provider(world: World) -> None:
                 world,
                 contexts,
                 lambda u: owned[u],
-                [
-                    lambda actor=actor: run(storage(actor).prune(keep=1)),
-                    lambda actor=actor: run(storage(actor).gc(grace_seconds=0)),
-                    delete,
-                ],
+                [prune, gc, delete],
                 actor,
             )
             assert run(storage(actor).get_latest(workflow_name="wf")) is None
