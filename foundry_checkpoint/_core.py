@@ -36,15 +36,29 @@ ignored otherwise (falls back to hash(oid, tid))". So, in hosted mode:
 A context with a user id but no call id (a test, a host run off the platform) forwards nothing
 the service can see, so it counts as "outside a request".
 
-**How the request context reaches the private loop.** All store I/O runs on the core's own loop
-thread (:mod:`._loop`), yet :meth:`CheckpointCore.caller` there reads the *caller's* request
-context. That works because ``run``/``arun`` hand the coroutine over with
-``loop.call_soon_threadsafe(start)``, which runs ``start`` in a copy of the calling thread's
-``contextvars`` context (taken at that call), and ``start`` creates the task inside that copy,
-so the task, and every store call it makes (the SDK reads the call id from the same context),
-sees the request context of the call that started it. A coroutine started any other way (a
-callback on the loop, a task made outside ``run``/``arun``) would see the loop thread's own,
-empty context: a request's identity must never be read there.
+**Captured once, at the call boundary.** Who a call is for is decided once per call, where it
+crosses from the adapter's public method into the core (:meth:`CheckpointCore.run` /
+:meth:`CheckpointCore.arun`): :meth:`CheckpointCore.capture` reads the request context once
+(or takes the one the adapter was handed, as Foundry hosting hands MAF its
+``platform_context``), snapshots it, and derives the :class:`Caller` from that snapshot by the
+backend's rule. The pair is one :class:`Call`. Every partition and cache key of the call comes
+from its ``Caller``; nothing on the private loop reads the request context to decide who a call
+is for.
+
+**How the call's identity travels to the private loop.** All store I/O runs on the core's own
+loop thread (:mod:`._loop`). ``run``/``arun`` do not hand over the adapter's coroutine itself
+but :func:`_bound` around it, which, as the first thing the task does, installs the
+:class:`Call` in two context variables of the task: the core's own (``_CALL``: what
+:meth:`CheckpointCore.caller` answers there) and the SDK's request context, set to the
+snapshot (the SDK's hosted client reads the call id it forwards as
+``x-agent-foundry-call-id`` from the request context of the task that makes the store call).
+The task runs in a copy of a context (the one ``loop.call_soon_threadsafe`` copies from the
+calling thread when it hands the task over), so both settings are task-local: they reach every
+store call the task makes (and tasks it starts, which copy its context), never the loop thread
+or another call. So the service, which partitions by the call id the SDK sends, and every
+client-side cache, keyed by the ``Caller``, follow one snapshot, even if the caller's context
+changes while the call runs. A coroutine started on the loop any other way (a callback, a task
+made outside ``run``/``arun``) has no ``Call``: a request's identity must never be read there.
 
 **Local mode** has no service to resolve a call id. The embedded store's partition (and the
 cache key, the same value) is the context's ``user_id``, else ``user_id=``, else ``"local"``.
@@ -71,8 +85,15 @@ import asyncio
 import secrets
 import time
 from collections.abc import Awaitable, Callable, Coroutine, Mapping
+from contextvars import ContextVar
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final, Literal, TypeVar, overload
 
+from azure.ai.agentserver.core import (
+    FoundryAgentRequestContext,
+    get_request_context,
+    set_request_context,
+)
 from azure.ai.agentserver.core.storage import JSONObject
 
 from . import _codec
@@ -105,6 +126,7 @@ __all__ = [
     "MAX_OPEN_STORES",
     "MAX_SCOPES",
     "Backend",
+    "Call",
     "CheckpointCore",
     "GcReport",
     "LocalBackend",
@@ -130,10 +152,54 @@ MAX_SCOPES: Final = 2048
 _MAX_CHECKED: Final = 8192
 
 
+@dataclass(frozen=True, slots=True)
+class Call:
+    """One call's identity, captured once at its boundary (:meth:`CheckpointCore.capture`).
+
+    ``context`` is a snapshot of the request context the call was made in (the SDK forwards
+    its call id on every store call the call makes); ``caller`` is derived from it by the
+    backend's rule and keys every partition and cache of the call.
+
+    Example:
+        >>> from azure.ai.agentserver.core import FoundryAgentRequestContext
+        >>> call = Call(Caller("call:c-1"), FoundryAgentRequestContext(call_id="c-1"))
+        >>> call.caller.key, call.context.call_id
+        ('call:c-1', 'c-1')
+    """
+
+    caller: Caller
+    context: FoundryAgentRequestContext
+
+
+_CALL: ContextVar[Call | None] = ContextVar("foundry_checkpoint_call", default=None)
+"""The :class:`Call` of the task running on a core's loop (set by :func:`_bound` only)."""
+
+
+def _snapshot(context: FoundryAgentRequestContext) -> FoundryAgentRequestContext:
+    """A copy of ``context`` (its fields may be assigned later; the call keeps what it saw)."""
+    if context.call_id is None and context.user_id is None and context.session_id is None:
+        return context
+    return FoundryAgentRequestContext(
+        call_id=context.call_id, user_id=context.user_id, session_id=context.session_id
+    )
+
+
+async def _bound(call: Call, coro: Coroutine[Any, Any, T]) -> T:
+    """Run ``coro`` with ``call`` installed in the task's context (see the module docstring).
+
+    The task runs in its own copy of a context, so neither setting outlives it or leaks into
+    the loop thread.
+    """
+    _CALL.set(call)
+    set_request_context(call.context)
+    return await coro
+
+
 def current_caller(kind: str, user_id: str | None = None) -> Caller:
     """Who the current call is for, by the rule of the module docstring: the one place.
 
-    Reads the request context once. Hosted: within a request (a call id), the context's user
+    Reads the request context once (a core captures it with :meth:`CheckpointCore.capture`
+    instead). Hosted: within a request (a call id), the context's user
     id, else the call id; outside one, ``user_id`` (accepted only when delegation was
     declared), else the process's own identity. Local: the context's user id, else
     ``user_id``, else ``"local"`` (a call id alone changes nothing).
@@ -418,7 +484,6 @@ class CheckpointCore:
         self.prefix = options.store_prefix
         self.scope_word = scope_word
         self.item_ttl_seconds = options.item_ttl_seconds
-        self._user_id = options.user_id
         self.backend: Backend = choose_backend(options.local_backend, options)
         self.kind: str = self.backend.kind
         self.location: str = self.backend.location
@@ -437,16 +502,33 @@ class CheckpointCore:
         return f"backend={self.kind!r}, location={self.location!r}, store_prefix={self.prefix!r}"
 
     # -- the loop bridge -------------------------------------------------------------------
-    def run(self, coro: Coroutine[Any, Any, T]) -> T:
-        """Run ``coro`` on the private loop, blocking the calling thread."""
-        return self._loop.run(coro)
+    def run(self, coro: Coroutine[Any, Any, T], *, call: Call | None = None) -> T:
+        """Run ``coro`` on the private loop, blocking the calling thread.
 
-    async def arun(self, coro: Coroutine[Any, Any, T], *, shield: bool = False) -> T:
+        ``call``: the identity the adapter captured for this call (default: captured now,
+        from the calling thread's request context); ``coro`` sees it as the current one.
+        """
+        bound = _bound(call if call is not None else self.capture(), coro)
+        try:
+            return self._loop.run(bound)
+        except RuntimeError:
+            coro.close()  # refused before it started (a call from the loop itself): no warning
+            raise
+
+    async def arun(
+        self, coro: Coroutine[Any, Any, T], *, shield: bool = False, call: Call | None = None
+    ) -> T:
         """Run ``coro`` on the private loop, awaited from the caller's loop.
 
         ``shield=True`` (the writes): a cancelled caller stops waiting, the write goes on.
+        ``call`` as in :meth:`run`.
         """
-        return await self._loop.arun(coro, shield=shield)
+        bound = _bound(call if call is not None else self.capture(), coro)
+        try:
+            return await self._loop.arun(bound, shield=shield)
+        except RuntimeError:
+            coro.close()
+            raise
 
     def close(self) -> None:
         """Let the calls in flight finish (at most ``FLUSH_SECONDS``, 10 s), close every client
@@ -472,12 +554,43 @@ class CheckpointCore:
             await self.spill.aclose()
 
     # -- who a call is for --------------------------------------------------------------------
+    def capture(self, context: FoundryAgentRequestContext | None = None) -> Call:
+        """The :class:`Call` of a call starting now: the one place a request context is read.
+
+        On the private loop, inside a call, the call's own :class:`Call` (nothing is read).
+
+        Args:
+            context: the request context the adapter was handed for this call (Foundry
+                hosting's ``platform_context``); None: the calling thread's current one.
+
+        Returns:
+            A snapshot of the context and the :class:`Caller` this core's backend derives from
+            it and the adapter's ``user_id=``.
+
+        Example:
+            >>> from azure.ai.agentserver.core import FoundryAgentRequestContext
+            >>> from foundry_checkpoint._options import StoreOptions
+            >>> core = CheckpointCore(StoreOptions(user_id="ann"), scope_word="thread")
+            >>> core.capture().caller
+            Caller(key='user:ann', partition='ann')
+            >>> core.capture(FoundryAgentRequestContext(call_id="c", user_id="bo")).caller.key
+            'user:bo'
+        """
+        if context is None:
+            running = _CALL.get()
+            if running is not None:
+                return running
+            context = get_request_context()
+        snapshot = _snapshot(context)
+        return Call(self.backend.caller(self.options.user_id, snapshot), snapshot)
+
     def caller(self) -> Caller:
-        """Who the current call is for, by this core's backend and ``user_id`` (read once)."""
-        return self.backend.caller(self._user_id)
+        """Who the current call is for: on the private loop, the :class:`Call`'s captured at
+        the call's boundary; elsewhere, captured now (:meth:`capture`)."""
+        return self.capture().caller
 
     def user_key(self) -> str:
-        """The cache key of :meth:`caller` (call on the private loop)."""
+        """The cache key of :meth:`caller`."""
         return self.caller().key
 
     # -- stores (call on the private loop) --------------------------------------------------

@@ -10,7 +10,11 @@ it (the ``adapters-use-the-interface`` and ``langgraph-uses-the-interface`` cont
 * **the core**: :class:`CheckpointCore` (one per adapter object, or shared by a provider), built
   from the adapter's keyword arguments by :func:`new_core`, the one constructor path;
   :class:`Scope`, one scope's store, spill namespace and codec; :class:`Caller`, who a call is
-  for; :class:`StoreOptions`, the common keyword arguments checked once;
+  for, and :class:`Call`, that and the request context it came from, captured once per call at
+  the adapter's public method (``CheckpointCore.capture``; pass it to ``run``/``arun`` as
+  ``call=`` when one public call makes several, or when the adapter was handed the request
+  context rather than running in it); :class:`StoreOptions`, the common keyword arguments
+  checked once;
 * **the lifecycle base**: :class:`CoreOwner` (``kind``, ``location``, ``close``/``aclose``,
   ``with``);
 * **reading**: :func:`newest_item` ("latest" by tags and the newest second),
@@ -52,6 +56,7 @@ from ._aio import bounded, read_newest
 from ._codec import INLINE_BUDGET, spilled_digest
 from ._core import (
     DEFAULT_GC_GRACE_SECONDS,
+    Call,
     Caller,
     CheckpointCore,
     GcReport,
@@ -73,6 +78,7 @@ __all__ = [
     "DEFAULT_ITEM_TTL_SECONDS",
     "INLINE_BUDGET",
     "MAX_PAGE",
+    "Call",
     "Caller",
     "CheckpointCore",
     "CoreOwner",

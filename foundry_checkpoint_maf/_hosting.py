@@ -5,8 +5,12 @@ Foundry hosting takes workflow checkpoint storage through ``checkpoint_store_pro
 returns a ``CheckpointStorage`` for one context (a conversation, a response lineage). This
 provider gives a :class:`FoundryCheckpointStorage` per call, all sharing one core (one I/O loop,
 one credential, one connection pool, a bounded cache of store clients, per-user caches), and
-binds each to the request's platform context so the ``x-agent-foundry-call-id`` header
-identifying the caller travels with every store request and everything cached is the caller's.
+binds each to the request's platform context. Each call of such a storage captures its identity
+from that context, the same way every adapter captures it from the caller's own
+(``CheckpointCore.capture``, then ``arun(call=)``: see ``foundry_checkpoint._core``), so the
+``x-agent-foundry-call-id`` header identifying the caller travels with every store request and
+everything cached is the caller's, even when the workflow runs the storage in a task that
+carries no request context of its own.
 
 Importing this module imports ``agent_framework_foundry_hosting``; the package's
 ``__init__`` imports it only when ``FoundryCheckpointStorageProvider`` is first used.

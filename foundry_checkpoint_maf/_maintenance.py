@@ -3,7 +3,8 @@
 Inspection (``list_contexts``, ``list_stored``, ``inspect``) and clean-up (``delete_context``,
 ``prune``, ``gc``), decided from keys and tags without decoding a checkpoint, so they work on
 checkpoints that would not decode too. :class:`Maintenance` also runs every coroutine of the
-storage on the core's loop, bound to the storage's request context when it has one.
+storage on the core's loop, with the identity captured at the call (from the storage's
+request context when hosting handed it one: ``CheckpointCore.capture``).
 
 Example:
     >>> import asyncio
@@ -20,7 +21,7 @@ from __future__ import annotations
 from collections.abc import Coroutine
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from foundry_checkpoint.adapter import DEFAULT_GC_GRACE_SECONDS, CoreOwner, GcReport
+from foundry_checkpoint.adapter import DEFAULT_GC_GRACE_SECONDS, Call, CoreOwner, GcReport
 from foundry_checkpoint.errors import InvalidArgumentError
 
 from ._items import ContextItems, referenced
@@ -42,14 +43,6 @@ __all__ = ["Maintenance"]
 T = TypeVar("T")
 
 
-async def _bound(context: FoundryAgentRequestContext, coro: Coroutine[Any, Any, T]) -> T:
-    """Run ``coro`` with ``context`` as the request context (task-local: nothing leaks)."""
-    from azure.ai.agentserver.core import set_request_context
-
-    set_request_context(context)
-    return await coro
-
-
 class Maintenance(CoreOwner):
     """Inspection and clean-up of one context's checkpoints (and the prefix's contexts).
 
@@ -66,10 +59,17 @@ class Maintenance(CoreOwner):
     _items: ContextItems
     _request_context: FoundryAgentRequestContext | None = None
 
-    async def _run(self, coro: Coroutine[Any, Any, T], *, shield: bool = False) -> T:
-        if self._request_context is not None:
-            coro = _bound(self._request_context, coro)
-        return await self._core.arun(coro, shield=shield)
+    def _capture(self) -> Call:
+        """This call's identity: from the request context hosting bound the storage to, else
+        from the caller's own (the core's one mechanism for both)."""
+        return self._core.capture(self._request_context)
+
+    async def _run(
+        self, coro: Coroutine[Any, Any, T], *, shield: bool = False, call: Call | None = None
+    ) -> T:
+        """Run ``coro`` on the core's loop as ``call`` (default: captured now)."""
+        who = call if call is not None else self._capture()
+        return await self._core.arun(coro, shield=shield, call=who)
 
     async def list_contexts(self) -> list[str | None]:
         """Every context this user has checkpoints in under the prefix (None: the default
@@ -118,8 +118,12 @@ class Maintenance(CoreOwner):
             >>> asyncio.run(demo())
             [False, True]
         """
+        return await self._listed(workflow_name, self._capture())
+
+    async def _listed(self, workflow_name: str | None, call: Call) -> list[StoredCheckpoint]:
+        """:meth:`list_stored` as ``call``."""
         name = None if workflow_name is None else checked_workflow_name(workflow_name)
-        keys = await self._run(self._items.keys(kind_filter(name)))
+        keys = await self._run(self._items.keys(kind_filter(name)), call=call)
         return [stored(key) for key in oldest_first(keys)]
 
     async def inspect(self, checkpoint_id: CheckpointID) -> StoredCheckpoint:
@@ -193,13 +197,14 @@ class Maintenance(CoreOwner):
             raise InvalidArgumentError(
                 f"keep must be a positive number of checkpoints, got {keep!r}"
             )
+        call = self._capture()  # one identity for the listing and every delete
         by_workflow: dict[str, list[StoredCheckpoint]] = {}
-        for record in await self.list_stored(workflow_name=workflow_name):
+        for record in await self._listed(workflow_name, call):
             by_workflow.setdefault(record.workflow_name, []).append(record)
         deleted = 0
         for records in by_workflow.values():
             for record in records[: max(0, len(records) - keep)]:
-                deleted += await self._run(self._items.delete(record.checkpoint_id))
+                deleted += await self._run(self._items.delete(record.checkpoint_id), call=call)
         return deleted
 
     async def gc(

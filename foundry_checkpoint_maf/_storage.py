@@ -31,6 +31,7 @@ from agent_framework import CheckpointID, WorkflowCheckpoint, WorkflowCheckpoint
 
 from foundry_checkpoint.adapter import (
     DEFAULT_ITEM_TTL_SECONDS,
+    Call,
     CheckpointCore,
     LocalBackend,
     check_identifier,
@@ -313,9 +314,11 @@ class FoundryCheckpointStorage(Maintenance):
         workflow_name = checked_workflow_name(workflow_name)
         return await self._decodable(workflow_name, "list_checkpoints")
 
-    async def _decodable(self, workflow_name: str, caller: str) -> list[WorkflowCheckpoint]:
+    async def _decodable(
+        self, workflow_name: str, caller: str, call: Call | None = None
+    ) -> list[WorkflowCheckpoint]:
         """Every checkpoint of ``workflow_name`` that decodes, oldest first; the rest logged."""
-        found = await self._run(self._items.read_all(workflow_name, caller))
+        found = await self._run(self._items.read_all(workflow_name, caller), call=call)
         out: list[WorkflowCheckpoint] = []
         for checkpoint_id, payload in found:
             checkpoint = self._decode_or_skip(payload, checkpoint_id, caller)
@@ -356,8 +359,9 @@ class FoundryCheckpointStorage(Maintenance):
         ``FileCheckpointStorage`` does; None when none decodes.
         """
         workflow_name = checked_workflow_name(workflow_name)
+        call = self._capture()  # one identity for the newest and, if need be, the fallback
         try:
-            found = await self._run(self._items.read_latest(workflow_name))
+            found = await self._run(self._items.read_latest(workflow_name), call=call)
         except WorkflowCheckpointException as exc:
             logger.error("get_latest skips a checkpoint: %s", exc)
         else:
@@ -367,7 +371,7 @@ class FoundryCheckpointStorage(Maintenance):
             checkpoint = self._decode_or_skip(payload, checkpoint_id, "get_latest")
             if checkpoint is not None and checkpoint.workflow_name == workflow_name:
                 return checkpoint
-        decodable = await self._decodable(workflow_name, "get_latest")
+        decodable = await self._decodable(workflow_name, "get_latest", call)
         return decodable[-1] if decodable else None
 
     async def list_checkpoint_ids(self, *, workflow_name: str) -> list[CheckpointID]:

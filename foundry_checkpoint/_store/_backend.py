@@ -14,12 +14,16 @@ The three built-in backends live beside their stores (``EmbeddedBackend`` in :mo
 :mod:`._backends` registers them and chooses one per adapter object, once.
 
 **Who a call is for** (the two rules the built-in backends use, :func:`hosted_caller` and
-:func:`local_caller`, are spelled out in ``foundry_checkpoint._core``'s docstring).
+:func:`local_caller`, are spelled out in ``foundry_checkpoint._core``'s docstring). A backend
+answers it from the request context it is handed, never by reading one itself: the core
+captures the context once per call, at the sync or async call boundary, and derives the
+:class:`Caller` from that one snapshot (``_core.Call``).
 
 Example:
     >>> Caller("user:ann", "ann").partition
     'ann'
-    >>> local_caller("ann", partitioned=False)
+    >>> from azure.ai.agentserver.core import FoundryAgentRequestContext
+    >>> local_caller("ann", FoundryAgentRequestContext(), partitioned=False)
     Caller(key='user:ann', partition='')
 """
 
@@ -30,11 +34,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final, Protocol
 
-from azure.ai.agentserver.core import get_request_context
-
 from ._protocol import StateStoreLike
 
 if TYPE_CHECKING:
+    from azure.ai.agentserver.core import FoundryAgentRequestContext
     from azure.core.credentials_async import AsyncTokenCredential
 
 __all__ = [
@@ -72,24 +75,28 @@ class Caller:
     partition: str = ""
 
 
-def hosted_caller(user_id: str | None) -> Caller:
+def hosted_caller(user_id: str | None, context: FoundryAgentRequestContext) -> Caller:
     """The caller where the service partitions (by the request's call id, else the token).
 
     Within a request (a call id), the context's user id, else the call id; outside one,
     ``user_id`` (accepted only when delegation was declared), else the process's own identity.
-    The partition is ``""``: the service resolves it, the client binds none.
+    The partition is ``""``: the service resolves it, the client binds none. A pure function of
+    its arguments: it reads no context variable (the core captured ``context`` once).
 
     Args:
         user_id: the adapter's ``user_id=`` (None: not given).
+        context: the request context of the call, as captured at its boundary.
 
     Returns:
         The :class:`Caller`.
 
     Example:
-        >>> hosted_caller(None), hosted_caller("ann")
+        >>> from azure.ai.agentserver.core import FoundryAgentRequestContext as Request
+        >>> hosted_caller(None, Request()), hosted_caller("ann", Request())
         (Caller(key='self', partition=''), Caller(key='delegated:ann', partition=''))
+        >>> hosted_caller("ann", Request(call_id="c-1")).key  # the call id wins over user_id=
+        'call:c-1'
     """
-    context = get_request_context()
     if context.call_id:
         if context.user_id:
             return Caller(f"user:{context.user_id}")
@@ -99,12 +106,15 @@ def hosted_caller(user_id: str | None) -> Caller:
     return Caller(SELF)
 
 
-def local_caller(user_id: str | None, *, partitioned: bool) -> Caller:
+def local_caller(
+    user_id: str | None, context: FoundryAgentRequestContext, *, partitioned: bool
+) -> Caller:
     """The caller where no service resolves a call id: the context's user id, else ``user_id``,
-    else ``"local"`` (a call id alone names nobody).
+    else ``"local"`` (a call id alone names nobody). Reads no context variable.
 
     Args:
         user_id: the adapter's ``user_id=`` (None: not given).
+        context: the request context of the call, as captured at its boundary.
         partitioned: whether the backend's clients are bound to the user's partition (else the
             partition is ``""`` and only the cache key carries the user).
 
@@ -112,10 +122,13 @@ def local_caller(user_id: str | None, *, partitioned: bool) -> Caller:
         The :class:`Caller`.
 
     Example:
-        >>> local_caller(None, partitioned=True)
+        >>> from azure.ai.agentserver.core import FoundryAgentRequestContext as Request
+        >>> local_caller(None, Request(), partitioned=True)
         Caller(key='user:local', partition='local')
+        >>> local_caller("ann", Request(call_id="c-1", user_id="bo"), partitioned=True)
+        Caller(key='user:bo', partition='bo')
     """
-    partition = get_request_context().user_id or user_id or DEFAULT_USER
+    partition = context.user_id or user_id or DEFAULT_USER
     return Caller(f"user:{partition}", partition if partitioned else "")
 
 
@@ -174,8 +187,9 @@ class Backend(Protocol):
         """Keys the first page of a "latest" listing asks for (what one request costs)."""
         ...
 
-    def caller(self, user_id: str | None) -> Caller:
-        """Who the current call is for, and the partition its clients are bound to."""
+    def caller(self, user_id: str | None, context: FoundryAgentRequestContext) -> Caller:
+        """Who a call with request context ``context`` is for, and the partition its clients
+        are bound to (a pure function of ``user_id`` and ``context``: read no context var)."""
         ...
 
     async def open(self, name: str, partition: str, *, create: bool) -> StateStoreLike | None:

@@ -33,6 +33,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Final, Literal
 
+from azure.ai.agentserver.core import FoundryAgentRequestContext, get_request_context
 from azure.ai.agentserver.core.storage import FoundryStorageError, FoundryStorageNotFoundError
 
 from foundry_checkpoint.errors import InvalidArgumentError, IsolationRefusedError, StoreError
@@ -102,12 +103,15 @@ def register_backend(name: str, factory: BackendFactory) -> None:
     _LOCAL[name] = factory
 
 
-def caller_of_kind(kind: str, user_id: str | None = None) -> Caller:
-    """Who the current call is for on a built-in backend named by its ``kind``.
+def caller_of_kind(
+    kind: str, user_id: str | None = None, context: FoundryAgentRequestContext | None = None
+) -> Caller:
+    """Who a call is for on a built-in backend named by its ``kind``.
 
     Args:
         kind: ``"hosted"``, ``"local-sqlite"`` or ``"local-sdk"``.
         user_id: the adapter's ``user_id=`` (None: not given).
+        context: the call's request context (None: the current one, read once).
 
     Returns:
         The backend's :meth:`~._backend.Backend.caller`.
@@ -118,9 +122,11 @@ def caller_of_kind(kind: str, user_id: str | None = None) -> Caller:
     """
     from ._sdk_local import SdkLocalBackend
 
+    if context is None:
+        context = get_request_context()
     for backend in (EmbeddedBackend, SdkLocalBackend, HostedBackend):
         if backend.kind == kind:
-            return backend.caller(user_id)
+            return backend.caller(user_id, context)
     raise InvalidArgumentError(f"no built-in backend is called {kind!r}")
 
 

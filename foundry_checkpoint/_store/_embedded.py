@@ -32,6 +32,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TypeVar
 
+from azure.ai.agentserver.core import FoundryAgentRequestContext
 from azure.ai.agentserver.core.storage import (
     DeletedStateStore,
     DeletedStateStoreItem,
@@ -432,9 +433,9 @@ class EmbeddedBackend:
         self.spill_root: Path | None = root / _SUBDIR / "spill"
 
     @staticmethod
-    def caller(user_id: str | None) -> Caller:
+    def caller(user_id: str | None, context: FoundryAgentRequestContext) -> Caller:
         """The local rule, bound to the user's partition."""
-        return local_caller(user_id, partitioned=True)
+        return local_caller(user_id, context, partitioned=True)
 
     async def open(self, name: str, partition: str, *, create: bool) -> StateStoreLike | None:
         """A client of ``name`` in ``partition`` (created isolated first when ``create``)."""

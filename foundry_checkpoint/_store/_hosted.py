@@ -34,6 +34,7 @@ import os
 from collections.abc import Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING, Any, Final, TypeVar, cast
 
+from azure.ai.agentserver.core import FoundryAgentRequestContext
 from azure.ai.agentserver.core.storage import FoundryStateStore, Order
 from azure.core.exceptions import ServiceRequestError, ServiceResponseError
 from azure.core.pipeline import PipelineRequest
@@ -482,9 +483,9 @@ class HostedBackend:
         )
 
     @staticmethod
-    def caller(user_id: str | None) -> Caller:
+    def caller(user_id: str | None, context: FoundryAgentRequestContext) -> Caller:
         """The hosted rule: the request's identity, else the delegated user, else the token."""
-        return hosted_caller(user_id)
+        return hosted_caller(user_id, context)
 
     async def open(self, name: str, partition: str, *, create: bool) -> StateStoreLike | None:
         """A client of ``name``, created isolated first when ``create`` (else checked by the

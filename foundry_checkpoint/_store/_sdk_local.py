@@ -34,6 +34,7 @@ from collections.abc import Callable, Coroutine, Mapping
 from pathlib import Path
 from typing import Any, TypeVar
 
+from azure.ai.agentserver.core import FoundryAgentRequestContext
 from azure.ai.agentserver.core.storage import (
     DeletedStateStore,
     DeletedStateStoreItem,
@@ -317,9 +318,9 @@ class SdkLocalBackend:
         self.spill_root: Path | None = root / "foundry_checkpoint" / "spill"
 
     @staticmethod
-    def caller(user_id: str | None) -> Caller:
+    def caller(user_id: str | None, context: FoundryAgentRequestContext) -> Caller:
         """The local rule; the SDK's local mode has no partition to bind."""
-        return local_caller(user_id, partitioned=False)
+        return local_caller(user_id, context, partitioned=False)
 
     async def open(self, name: str, partition: str, *, create: bool) -> StateStoreLike | None:
         """A client of ``name`` (created isolated first when ``create``; else None when the

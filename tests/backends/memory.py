@@ -16,6 +16,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Final
 
+from azure.ai.agentserver.core import FoundryAgentRequestContext
 from azure.ai.agentserver.core.storage import (
     DeletedStateStore,
     DeletedStateStoreItem,
@@ -122,8 +123,8 @@ class MemoryBackend:
         return self._engine if self._engine is not None else _shared_engine()
 
     @staticmethod
-    def caller(user_id: str | None) -> Caller:
-        return local_caller(user_id, partitioned=True)
+    def caller(user_id: str | None, context: FoundryAgentRequestContext) -> Caller:
+        return local_caller(user_id, context, partitioned=True)
 
     async def open(self, name: str, partition: str, *, create: bool) -> StateStoreLike | None:
         if not create:

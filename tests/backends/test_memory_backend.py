@@ -15,6 +15,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
+from azure.ai.agentserver.core import FoundryAgentRequestContext
 from azure.ai.agentserver.core.storage import FoundryStorageConflictError
 
 from foundry_checkpoint import FoundryCheckpointer
@@ -56,7 +57,8 @@ async def memory_factory(clock: ScenarioClock) -> AsyncIterator[StoreFactory]:
         # A backend always creates isolated stores (``user_isolation`` matters only when
         # reopening, where an existing store keeps its own settings).
         backend = MemoryBackend(SimpleNamespace(item_ttl_seconds=item_ttl_seconds), engine=engine)
-        store = await backend.open(name, backend.caller(None).partition, create=True)
+        caller = backend.caller(None, FoundryAgentRequestContext())
+        store = await backend.open(name, caller.partition, create=True)
         assert store is not None
         return store
 
