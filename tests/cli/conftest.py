@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import json
 import operator
-from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Annotated, Any, TypedDict
+from typing import Annotated, Any, Protocol, TypedDict
 
 import pytest
+from langchain_core.runnables import RunnableConfig
 from langgraph.graph import END, START, StateGraph
 from langgraph.types import interrupt
 from typer.testing import CliRunner, Result
@@ -21,7 +21,11 @@ class State(TypedDict):
     steps: Annotated[list[str], operator.add]
 
 
-def _step(name: str) -> Callable[[State], dict[str, list[str]]]:
+class _Step(Protocol):
+    def __call__(self, state: State) -> dict[str, list[str]]: ...
+
+
+def _step(name: str) -> _Step:
     def run(state: State) -> dict[str, list[str]]:
         return {"steps": [name]}
 
@@ -49,7 +53,7 @@ def build(checkpointer: Any, *, ask: bool = False) -> Any:
     return builder.compile(checkpointer=checkpointer)
 
 
-def config(thread: str) -> dict[str, Any]:
+def config(thread: str) -> RunnableConfig:
     return {"configurable": {"thread_id": thread}}
 
 

@@ -210,7 +210,8 @@ def test_a_tampered_old_store_runs_no_code_and_says_what_is_wrong(
     import base64
 
     import ormsgpack
-    from azure.ai.agentserver.core.storage import FoundryStateStore
+    from azure.ai.agentserver.core.storage import FoundryStateStore, JSONValue
+    from langchain_core.runnables import RunnableConfig
 
     from foundry_checkpoint import CorruptPayloadError, UnsafeValueError, copy_thread
     from foundry_checkpoint.migrate import lc_store_name
@@ -226,7 +227,7 @@ def test_a_tampered_old_store_runs_no_code_and_says_what_is_wrong(
         )
         async with store:
             for checkpoint_id, data in (("1", base64.b64encode(evil).decode()), ("2", "%%%")):
-                value = {
+                value: dict[str, JSONValue] = {
                     "checkpoint_id": checkpoint_id,
                     "checkpoint_ns": "",
                     "checkpoint": {"type": "msgpack", "data": data},
@@ -238,11 +239,13 @@ def test_a_tampered_old_store_runs_no_code_and_says_what_is_wrong(
 
     asyncio.run(write())
     with LangchainAzureSource("old") as legacy, FoundryCheckpointer() as new:
-        one = {"configurable": {"thread_id": "t-evil", "checkpoint_ns": "", "checkpoint_id": "1"}}
+        one: RunnableConfig = {
+            "configurable": {"thread_id": "t-evil", "checkpoint_ns": "", "checkpoint_id": "1"}
+        }
         with pytest.raises(UnsafeValueError, match=r"os\.system") as unsafe:
             legacy.get_tuple(one)
         assert (unsafe.value.store, unsafe.value.key) == (lc_store_name("old", "t-evil"), "/1")
-        two = {"configurable": {**one["configurable"], "checkpoint_id": "2"}}
+        two: RunnableConfig = {"configurable": {**one["configurable"], "checkpoint_id": "2"}}
         with pytest.raises(CorruptPayloadError, match="base64"):
             legacy.get_tuple(two)
         with pytest.raises(CorruptPayloadError):
