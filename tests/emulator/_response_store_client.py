@@ -11,34 +11,60 @@ from __future__ import annotations
 import asyncio
 import json
 import sys
-from typing import Any
+from typing import Any, Literal
 
 from azure.ai.agentserver.responses import FoundryStorageProvider, PlatformContext
+from azure.ai.agentserver.responses.models import (
+    MessageContent,
+    OutputItem,
+    OutputItemMessage,
+    ResponseObject,
+)
 from azure.ai.agentserver.responses.store._base import ResponseAlreadyExistsError
 from azure.ai.agentserver.responses.store._foundry_errors import FoundryResourceNotFoundError
 from azure.identity.aio import DefaultAzureCredential
 
 
-def _message(item_id: str, role: str, text: str) -> dict[str, Any]:
-    kind = "input_text" if role == "user" else "output_text"
+def _message(item_id: str, role: Literal["user", "assistant"], text: str) -> OutputItemMessage:
+    content: MessageContent = (
+        {"type": "input_text", "text": text}
+        if role == "user"
+        else {"type": "output_text", "text": text}
+    )
     return {
         "id": item_id,
         "type": "message",
         "role": role,
         "status": "completed",
-        "content": [{"type": kind, "text": text}],
+        "content": [content],
     }
 
 
-def _response(response_id: str, output: list[dict[str, Any]], **extra: Any) -> dict[str, Any]:
-    return {
+def _response(
+    response_id: str,
+    output: list[OutputItem],
+    *,
+    conversation: str | None = None,
+    previous_response_id: str | None = None,
+) -> ResponseObject:
+    """A response object with the fields the host always sets (the store reads a few)."""
+    response: ResponseObject = {
         "id": response_id,
         "object": "response",
         "status": "completed" if output else "in_progress",
         "created_at": 1_800_000_000,
         "output": output,
-        **extra,
+        "error": None,
+        "incomplete_details": None,
+        "instructions": None,
+        "parallel_tool_calls": False,
+        "agent_reference": None,
     }
+    if conversation is not None:
+        response["conversation"] = {"id": conversation}
+    if previous_response_id is not None:
+        response["previous_response_id"] = previous_response_id
+    return response
 
 
 async def _not_found(call: Any) -> str:
