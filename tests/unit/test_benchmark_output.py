@@ -78,7 +78,7 @@ def test_report_has_the_targets_and_before_after_tables(tmp_path: Path) -> None:
         "scales": {},
     }
     out = tmp_path / "RESULTS.md"
-    results = {"lg-chat": {}, "maf-run": {}}
+    results: dict[str, Any] = {"lg-chat": {}, "maf-run": {}}
     write_report(out, results, info)
     text = out.read_text()
     assert "## Targets" in text and "## Before → after" in text

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 import gc
 import threading
 from pathlib import Path
@@ -38,7 +39,9 @@ async def test_calls_run_in_order_on_one_thread_without_a_loop() -> None:
         return _where()
 
     try:
-        places = await asyncio.gather(*(worker.call(lambda n=n: record(n)) for n in range(50)))
+        places = await asyncio.gather(
+            *(worker.call(functools.partial(record, n)) for n in range(50))
+        )
     finally:
         worker.close()
     assert seen == list(range(50))

@@ -20,7 +20,7 @@ from foundry_checkpoint.errors import (
 from tests.conftest import StoreEnv
 
 
-def _core(env: StoreEnv, **extra: object) -> CheckpointCore:
+def _core(env: StoreEnv, **extra: Any) -> CheckpointCore:
     kwargs = env.kwargs(**extra)
     known = {
         "store_prefix",
@@ -34,7 +34,7 @@ def _core(env: StoreEnv, **extra: object) -> CheckpointCore:
     client = {k: v for k, v in kwargs.items() if k not in known}
     own = {k: v for k, v in kwargs.items() if k in known}
     own.setdefault("store_prefix", "core")
-    options = StoreOptions(client_kwargs=client, **own)  # type: ignore[arg-type]
+    options = StoreOptions(client_kwargs=client, **own)
     return CheckpointCore(options, scope_word="thread")
 
 

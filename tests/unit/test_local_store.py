@@ -14,6 +14,7 @@ from azure.ai.agentserver.core.storage import (
     StateStore,
     StateStoreItemKey,
 )
+from langchain_core.runnables import RunnableConfig
 
 from foundry_checkpoint._store._embedded import EngineStore, default_engine, default_state_root
 from foundry_checkpoint._store._engine import StateEngine
@@ -179,7 +180,7 @@ async def test_engine_calls_never_run_on_the_callers_loop(
 
     monkeypatch.setattr(StateEngine, "put_item", spy)
     async with FoundryCheckpointer() as saver:
-        config = {"configurable": {"thread_id": "t", "checkpoint_ns": ""}}
+        config: RunnableConfig = {"configurable": {"thread_id": "t", "checkpoint_ns": ""}}
         await saver.aput(config, empty_checkpoint(), {"source": "input", "step": -1}, {})
         saver.put(config, empty_checkpoint(), {"source": "input", "step": -1}, {})
     assert len(threads) >= 2  # both checkpoints (and the thread's registration) were written

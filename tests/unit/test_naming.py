@@ -8,9 +8,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from foundry_checkpoint._store._limits import MAX_NAME, MAX_TAG_VALUE
 from foundry_checkpoint._store._naming import (
-    MAX_NAME,
-    MAX_TAG_VALUE,
     check_identifier,
     item_key,
     store_name,

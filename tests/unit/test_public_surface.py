@@ -86,7 +86,7 @@ def test_spill_configuration_conflicts_are_invalid_arguments() -> None:
     with pytest.raises(InvalidArgumentError, match="credential"):
         AzureBlobSpill(
             connection_string="UseDevelopmentStorage=true",
-            credential="key",  # type: ignore[arg-type]
+            credential="key",
         )
 
 
