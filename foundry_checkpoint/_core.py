@@ -570,7 +570,7 @@ class CheckpointCore:
         Example:
             >>> from azure.ai.agentserver.core import FoundryAgentRequestContext
             >>> from foundry_checkpoint._options import StoreOptions
-            >>> core = CheckpointCore(StoreOptions(user_id="ann"), scope_word="thread")
+            >>> core = CheckpointCore(StoreOptions("docs", user_id="ann"), scope_word="thread")
             >>> core.capture().caller
             Caller(key='user:ann', partition='ann')
             >>> core.capture(FoundryAgentRequestContext(call_id="c", user_id="bo")).caller.key
@@ -595,10 +595,17 @@ class CheckpointCore:
 
     # -- stores (call on the private loop) --------------------------------------------------
     def name_for(self, scope_id: str | None) -> str:
-        """The store name of a scope (thread or context id; None: the prefix's default store)."""
+        """The store name of a scope (thread or context id; None: the prefix's default store),
+        the id checked first (:func:`~._store._naming.check_identifier`)."""
+        if scope_id is not None:
+            check_identifier(scope_id, self.scope_word)
+        return self._name_of(scope_id)
+
+    def _name_of(self, scope_id: str | None) -> str:
+        """The store name of a scope id already checked."""
         if scope_id is None:
             return store_name(self.prefix, "default")
-        return store_name(self.prefix, "t", check_identifier(scope_id, self.scope_word))
+        return store_name(self.prefix, "t", scope_id)
 
     @overload
     async def scope(self, scope_id: str | None) -> Scope: ...
@@ -610,13 +617,16 @@ class CheckpointCore:
     async def scope(self, scope_id: str | None, *, create: bool = True) -> Scope | None:
         """The current user's :class:`Scope` of ``scope_id``, opening its store on first use.
 
-        With ``create=False`` (reads) a store that does not exist is not created: None.
+        ``scope_id`` was checked where it entered the adapter (``check_identifier``, under the
+        adapter's own name for it: ``thread_id``, ``context_id``...), once; it is not checked
+        again here. With ``create=False`` (reads) a store that does not exist is not created:
+        None.
         """
         caller = self.caller()
         key = (caller.key, scope_id)
         found = self._scopes.get(key)
         if found is None:
-            name = self.name_for(scope_id)
+            name = self._name_of(scope_id)
             if await self.open(name, create=create, caller=caller) is None:
                 return None
             found = self._scopes.get(key)

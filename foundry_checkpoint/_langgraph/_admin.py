@@ -8,7 +8,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Coroutine, Sequence
+from typing import Any, Concatenate, ParamSpec, TypeVar
 
 from langgraph.checkpoint.serde.base import SerializerProtocol
 
@@ -17,6 +18,9 @@ from . import _maintenance
 from ._context import Caches, Context
 
 __all__ = ["ThreadAdmin"]
+
+P = ParamSpec("P")
+T = TypeVar("T")
 
 
 class ThreadAdmin(CoreOwner):
@@ -37,8 +41,29 @@ class ThreadAdmin(CoreOwner):
         self._caches.threads.clear()
 
     def _ctx(self) -> Context:
-        """The core, this saver's serializer and the caches, for one call."""
-        return Context(self._core, self.serde, self._caches)
+        """The core, this saver's serializer and the caches, for one call (its identity
+        captured now, once)."""
+        return Context(self._core, self.serde, self._caches, self._core.capture())
+
+    def _run(
+        self,
+        op: Callable[Concatenate[Context, P], Coroutine[Any, Any, T]],
+        *args: P.args,
+        **kwargs: P.kwargs,
+    ) -> T:
+        """Run ``op(context, ...)`` on the core's loop, as the call it captured."""
+        ctx = self._ctx()
+        return self._core.run(op(ctx, *args, **kwargs), call=ctx.call)
+
+    async def _arun(
+        self,
+        op: Callable[Concatenate[Context, P], Coroutine[Any, Any, T]],
+        *args: P.args,
+        **kwargs: P.kwargs,
+    ) -> T:
+        """Async form of :meth:`_run`."""
+        ctx = self._ctx()
+        return await self._core.arun(op(ctx, *args, **kwargs), call=ctx.call)
 
     def delete_thread(self, thread_id: str) -> None:
         """Delete every checkpoint, write and spilled blob of ``thread_id`` (for this user).
@@ -59,7 +84,7 @@ class ThreadAdmin(CoreOwner):
             ...     saver.get_tuple(config) is None
             True
         """
-        self._core.run(_maintenance.delete_thread(self._ctx(), thread_id))
+        self._run(_maintenance.delete_thread, thread_id)
 
     def delete_for_runs(self, run_ids: Sequence[str]) -> None:
         """Delete the checkpoints (and their writes) whose ``metadata["run_id"]`` is in
@@ -84,7 +109,7 @@ class ThreadAdmin(CoreOwner):
             ...     saver.count_checkpoints("t-1")
             0
         """
-        self._core.run(_maintenance.delete_for_runs(self._ctx(), run_ids))
+        self._run(_maintenance.delete_for_runs, run_ids)
 
     def copy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
         """Copy every checkpoint and write of one thread to another (ids and order kept).
@@ -107,7 +132,7 @@ class ThreadAdmin(CoreOwner):
             ...     saver.count_checkpoints("t-2")
             1
         """
-        self._core.run(_maintenance.copy_thread(self._ctx(), source_thread_id, target_thread_id))
+        self._run(_maintenance.copy_thread, source_thread_id, target_thread_id)
 
     def prune(
         self, thread_ids: Sequence[str], *, strategy: str = "keep_latest", keep: int = 1
@@ -149,7 +174,7 @@ class ThreadAdmin(CoreOwner):
             ...     saver.count_checkpoints("t-1")
             1
         """
-        self._core.run(_maintenance.prune(self._ctx(), thread_ids, strategy, keep))
+        self._run(_maintenance.prune, thread_ids, strategy, keep)
 
     def list_threads(self) -> list[str]:
         """The ids of this user's threads, sorted (from the thread index; no checkpoint is read).
@@ -167,7 +192,7 @@ class ThreadAdmin(CoreOwner):
             ...     saver.list_threads()
             ['support-42', 't-1']
         """
-        return self._core.run(_maintenance.list_threads(self._ctx()))
+        return self._run(_maintenance.list_threads)
 
     def count_checkpoints(self, thread_id: str, *, checkpoint_ns: str | None = None) -> int:
         """How many checkpoints ``thread_id`` holds, counted from the store's key listing: no
@@ -195,7 +220,7 @@ class ThreadAdmin(CoreOwner):
             >>> root, other
             (3, 0)
         """
-        return self._core.run(_maintenance.count_checkpoints(self._ctx(), thread_id, checkpoint_ns))
+        return self._run(_maintenance.count_checkpoints, thread_id, checkpoint_ns)
 
     def gc(
         self, *, grace_seconds: float = DEFAULT_GC_GRACE_SECONDS, dry_run: bool = False
@@ -228,33 +253,29 @@ class ThreadAdmin(CoreOwner):
 
     async def adelete_thread(self, thread_id: str) -> None:
         """Async form of :meth:`delete_thread`."""
-        await self._core.arun(_maintenance.delete_thread(self._ctx(), thread_id))
+        await self._arun(_maintenance.delete_thread, thread_id)
 
     async def adelete_for_runs(self, run_ids: Sequence[str]) -> None:
         """Async form of :meth:`delete_for_runs`."""
-        await self._core.arun(_maintenance.delete_for_runs(self._ctx(), run_ids))
+        await self._arun(_maintenance.delete_for_runs, run_ids)
 
     async def acopy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
         """Async form of :meth:`copy_thread`."""
-        await self._core.arun(
-            _maintenance.copy_thread(self._ctx(), source_thread_id, target_thread_id)
-        )
+        await self._arun(_maintenance.copy_thread, source_thread_id, target_thread_id)
 
     async def aprune(
         self, thread_ids: Sequence[str], *, strategy: str = "keep_latest", keep: int = 1
     ) -> None:
         """Async form of :meth:`prune`."""
-        await self._core.arun(_maintenance.prune(self._ctx(), thread_ids, strategy, keep))
+        await self._arun(_maintenance.prune, thread_ids, strategy, keep)
 
     async def alist_threads(self) -> list[str]:
         """Async form of :meth:`list_threads`."""
-        return await self._core.arun(_maintenance.list_threads(self._ctx()))
+        return await self._arun(_maintenance.list_threads)
 
     async def acount_checkpoints(self, thread_id: str, *, checkpoint_ns: str | None = None) -> int:
         """Async form of :meth:`count_checkpoints`."""
-        return await self._core.arun(
-            _maintenance.count_checkpoints(self._ctx(), thread_id, checkpoint_ns)
-        )
+        return await self._arun(_maintenance.count_checkpoints, thread_id, checkpoint_ns)
 
     async def agc(
         self, *, grace_seconds: float = DEFAULT_GC_GRACE_SECONDS, dry_run: bool = False

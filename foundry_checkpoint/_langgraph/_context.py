@@ -23,7 +23,7 @@ from typing import Any, Final
 
 from langgraph.checkpoint.serde.base import SerializerProtocol
 
-from ..adapter import CheckpointCore
+from ..adapter import Call, CheckpointCore
 from ..errors import CorruptPayloadError
 from ._records import CheckpointRecord
 
@@ -65,7 +65,8 @@ class Caches:
     """One saver's knowledge of its threads and of the puts running in this process."""
 
     threads: OrderedDict[tuple[str, str], ThreadState] = field(default_factory=OrderedDict)
-    """(user key, thread id) -> what this process knows; see ``CheckpointCore.user_key``."""
+    """(user key, thread id) -> what this process knows; the user key is the call's
+    :class:`~foundry_checkpoint.adapter.Caller` key (``Context.call``)."""
     pending: dict[Token, asyncio.Future[None]] = field(default_factory=dict)
     """Checkpoints whose put is running in this process."""
     early: OrderedDict[Token, None] = field(default_factory=OrderedDict)
@@ -98,23 +99,36 @@ class Caches:
 
 @dataclass(frozen=True)
 class Context:
-    """The core, the serializer and the caches of one saver, for one call."""
+    """The core, the serializer and the caches of one saver, and the identity of one call.
+
+    ``call`` is captured once, when the saver's public method builds the context
+    (``CheckpointCore.capture``); the saver hands it to ``run``/``arun`` (``call=``), so the
+    store's partition (``core.scope``) and this saver's caches (:meth:`state`, :meth:`token`)
+    follow the same :class:`~foundry_checkpoint.adapter.Caller`, for every page of a listing
+    too.
+    """
 
     core: CheckpointCore
     serde: SerializerProtocol
     caches: Caches
+    call: Call
+
+    @property
+    def user(self) -> str:
+        """The cache key of the call's caller."""
+        return self.call.caller.key
 
     def state(self, thread_id: str) -> ThreadState:
-        """The current user's cached knowledge of ``thread_id``."""
-        return self.caches.state(self.core.user_key(), thread_id)
+        """The caller's cached knowledge of ``thread_id``."""
+        return self.caches.state(self.user, thread_id)
 
     def drop_state(self, thread_id: str) -> None:
-        """Forget the current user's cached knowledge of ``thread_id``."""
-        self.caches.drop(self.core.user_key(), thread_id)
+        """Forget the caller's cached knowledge of ``thread_id``."""
+        self.caches.drop(self.user, thread_id)
 
     def token(self, thread_id: str, ns: str, checkpoint_id: str) -> Token:
-        """The current user's :data:`Token` of a checkpoint."""
-        return (self.core.user_key(), thread_id, ns, checkpoint_id)
+        """The caller's :data:`Token` of a checkpoint."""
+        return (self.user, thread_id, ns, checkpoint_id)
 
     def loads(self, typed: tuple[str, bytes]) -> Any:
         """``serde.loads_typed``; whatever it raises becomes a ``CorruptPayloadError``.

@@ -9,11 +9,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import DeltaChannelHistory
 
 from ..adapter import Scope
-from . import _config
+from ._config import Address
 from ._context import Context
 from ._read import latest, load_entries, raw_pending, read_record
 from ._records import ChannelEntry, CheckpointRecord, DeltaBase, checkpoint_key
@@ -67,14 +66,12 @@ async def raw_history(
 
 
 async def delta_history(
-    ctx: Context, config: RunnableConfig, channels: Sequence[str]
+    ctx: Context, address: Address, channels: Sequence[str]
 ) -> dict[str, DeltaChannelHistory]:
-    """Per channel, the seed and the writes since it, for the checkpoint ``config`` names."""
+    """Per channel, the seed and the writes since it, for the checkpoint ``address`` names."""
     if not channels:
         return {}
-    thread_id = _config.thread_id(config)
-    ns = _config.namespace(_config.configurable(config))
-    wanted = _config.wanted_id(config)
+    thread_id, ns, wanted = address.thread_id, address.ns, address.checkpoint_id
     scope = await ctx.core.scope(thread_id, create=False)
     if scope is None:
         return {name: {"writes": []} for name in channels}

@@ -13,11 +13,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import CheckpointMetadata, CheckpointTuple
 
 from ..adapter import ItemKey, Scope, bounded, tag_value
 from . import _config
+from ._config import Address
 from ._context import Context
 from ._read import PAGE, pending_writes, ranked, read_record, to_tuple
 from ._records import (
@@ -79,9 +79,9 @@ class ListPlan:
 
 async def plan(
     ctx: Context,
-    config: RunnableConfig | None,
+    address: Address | None,
     filter: Mapping[str, Any] | None,
-    before: RunnableConfig | None,
+    before_id: str | None,
     limit: int | None,
 ) -> ListPlan:
     """The candidates of one ``list`` call, from key listings (no item is read)."""
@@ -97,16 +97,14 @@ async def plan(
             tags[TAG_RUN] = tag_value(value)
         else:
             covered = False
-    if config is not None:
-        threads = [_config.thread_id(config)]
-        conf = _config.configurable(config)
-        if conf.get("checkpoint_ns") is not None:
-            tags[TAG_NS] = ns_tag(_config.namespace(conf))
-        if wanted_id := _config.wanted_id(config):
-            tags[TAG_ID] = id_tag(wanted_id)
+    if address is not None:
+        threads = [address.thread_id]
+        if address.ns_given:
+            tags[TAG_NS] = ns_tag(address.ns)
+        if address.checkpoint_id:
+            tags[TAG_ID] = id_tag(address.checkpoint_id)
     else:
         threads = [t for t in await ctx.core.scope_ids() if t is not None]
-    before_id = _config.wanted_id(before) if before else None
     result = ListPlan([], wanted, limit, covered)
     if limit is not None and limit <= 0:
         result.done = True

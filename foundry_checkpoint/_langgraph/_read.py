@@ -22,7 +22,7 @@ from langgraph.checkpoint.base import (
 
 from ..adapter import MAX_PAGE, ItemKey, RanksByTag, Scope, bounded, read_newest
 from ..errors import MissingBlobError
-from . import _config
+from ._config import Address
 from ._context import Context
 from ._records import (
     KIND_CHECKPOINT,
@@ -178,11 +178,9 @@ async def read_item(scope: Scope, key: str) -> tuple[CheckpointRecord, str] | No
     return unpack_checkpoint(payload, where=scope.where(key)), item.etag
 
 
-async def get_tuple(ctx: Context, config: RunnableConfig) -> CheckpointTuple | None:
-    """The checkpoint ``config`` names, or the latest of its namespace (see ``get_tuple``)."""
-    thread_id = _config.thread_id(config)
-    ns = _config.namespace(_config.configurable(config))
-    wanted = _config.wanted_id(config)
+async def get_tuple(ctx: Context, address: Address) -> CheckpointTuple | None:
+    """The checkpoint ``address`` names, or the latest of its namespace (see ``get_tuple``)."""
+    thread_id, ns, wanted = address.thread_id, address.ns, address.checkpoint_id
     scope = await ctx.core.scope(thread_id, create=False)
     if scope is None:
         return None

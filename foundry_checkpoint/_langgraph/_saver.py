@@ -41,7 +41,7 @@ from langgraph.checkpoint.serde.encrypted import EncryptedSerializer
 
 from .._serde import StrictSerializer
 from ..adapter import DEFAULT_ITEM_TTL_SECONDS, LocalBackend, new_core
-from . import _history, _list, _read, _write
+from . import _config, _history, _list, _read, _write
 from ._admin import ThreadAdmin
 from ._context import Caches, Context
 from ._graphs import caller_types
@@ -144,7 +144,8 @@ class FoundryCheckpointer(ThreadAdmin, BaseCheckpointSaver[str]):
         return f"FoundryCheckpointer({self._core.describe()})"
 
     def _call(self, config: RunnableConfig | None, *, read: bool = True) -> Context:
-        """The context of one face call: the serializer also admits the calling graph's types.
+        """The context of one face call: the serializer also admits the calling graph's types,
+        and the call's identity is captured, once (the face passes ``ctx.call`` to the core).
 
         The caller is the frame above the face (for ``list``/``alist``, the one that iterates
         them); see :mod:`._graphs`.
@@ -156,7 +157,7 @@ class FoundryCheckpointer(ThreadAdmin, BaseCheckpointSaver[str]):
             allowed = caller_types(sys._getframe(2), config, self._graphs, read=read)
             if allowed:
                 serde = _widened(serde, allowed)
-        return Context(self._core, serde, self._caches)
+        return Context(self._core, serde, self._caches, self._core.capture())
 
     # -- sync faces -----------------------------------------------------------------------------
     def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
@@ -183,7 +184,9 @@ class FoundryCheckpointer(ThreadAdmin, BaseCheckpointSaver[str]):
             >>> latest.config == stored, latest.metadata["step"]
             (True, -1)
         """
-        return self._core.run(_read.get_tuple(self._call(config), config))
+        where = _config.address(config)
+        ctx = self._call(config)
+        return self._core.run(_read.get_tuple(ctx, where), call=ctx.call)
 
     def list(
         self,
@@ -220,10 +223,11 @@ class FoundryCheckpointer(ThreadAdmin, BaseCheckpointSaver[str]):
             ...     [t.metadata["step"] for t in saver.list(thread, limit=2)]
             [2, 1]
         """
+        where, before_id = _list_args(config, before)
         ctx = self._call(config)
-        plan = self._core.run(_list.plan(ctx, config, filter, before, limit))
+        plan = self._core.run(_list.plan(ctx, where, filter, before_id, limit), call=ctx.call)
         while not plan.done:
-            yield from self._core.run(_list.next_page(ctx, plan))
+            yield from self._core.run(_list.next_page(ctx, plan), call=ctx.call)
 
     def put(
         self,
@@ -256,8 +260,10 @@ class FoundryCheckpointer(ThreadAdmin, BaseCheckpointSaver[str]):
             >>> stored["configurable"]["checkpoint_id"] == checkpoint["id"]
             True
         """
+        where = _config.address(config)
+        ctx = self._call(config, read=False)
         return self._core.run(
-            _write.put(self._call(config, read=False), config, checkpoint, metadata, new_versions)
+            _write.put(ctx, where, config, checkpoint, metadata, new_versions), call=ctx.call
         )
 
     def put_writes(
@@ -294,9 +300,9 @@ class FoundryCheckpointer(ThreadAdmin, BaseCheckpointSaver[str]):
             ...     saver.get_tuple(config).pending_writes
             [('task-1', 'messages', 'hi')]
         """
-        self._core.run(
-            _write.put_writes(self._call(config, read=False), config, writes, task_id, task_path)
-        )
+        where = _config.address(config)
+        ctx = self._call(config, read=False)
+        self._core.run(_write.put_writes(ctx, where, writes, task_id, task_path), call=ctx.call)
 
     def get_delta_channel_history(
         self, *, config: RunnableConfig, channels: Sequence[str]
@@ -330,7 +336,9 @@ class FoundryCheckpointer(ThreadAdmin, BaseCheckpointSaver[str]):
             ...     saver.get_delta_channel_history(config=second, channels=["log"])
             {'log': {'writes': [('task-1', 'log', 'a')]}}
         """
-        return self._core.run(_history.delta_history(self._call(config), config, channels))
+        where = _config.address(config)
+        ctx = self._call(config)
+        return self._core.run(_history.delta_history(ctx, where, channels), call=ctx.call)
 
     def get_next_version(self, current: str | None, channel: None) -> str:
         """``f"{n:032}.{random():016}"`` with ``n`` one more than the current version's.
@@ -357,7 +365,9 @@ class FoundryCheckpointer(ThreadAdmin, BaseCheckpointSaver[str]):
     # -- async faces ----------------------------------------------------------------------------
     async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
         """Async form of :meth:`get_tuple`."""
-        return await self._core.arun(_read.get_tuple(self._call(config), config))
+        where = _config.address(config)
+        ctx = self._call(config)
+        return await self._core.arun(_read.get_tuple(ctx, where), call=ctx.call)
 
     async def alist(
         self,
@@ -368,10 +378,13 @@ class FoundryCheckpointer(ThreadAdmin, BaseCheckpointSaver[str]):
         limit: int | None = None,
     ) -> AsyncIterator[CheckpointTuple]:
         """Async form of :meth:`list`."""
+        where, before_id = _list_args(config, before)
         ctx = self._call(config)
-        plan = await self._core.arun(_list.plan(ctx, config, filter, before, limit))
+        plan = await self._core.arun(
+            _list.plan(ctx, where, filter, before_id, limit), call=ctx.call
+        )
         while not plan.done:
-            for item in await self._core.arun(_list.next_page(ctx, plan)):
+            for item in await self._core.arun(_list.next_page(ctx, plan), call=ctx.call):
                 yield item
 
     async def aput(
@@ -385,8 +398,10 @@ class FoundryCheckpointer(ThreadAdmin, BaseCheckpointSaver[str]):
 
         Cancelled with its caller, unlike :meth:`aput_writes`: see there.
         """
+        where = _config.address(config)
+        ctx = self._call(config, read=False)
         return await self._core.arun(
-            _write.put(self._call(config, read=False), config, checkpoint, metadata, new_versions)
+            _write.put(ctx, where, config, checkpoint, metadata, new_versions), call=ctx.call
         )
 
     async def aput_writes(
@@ -408,16 +423,27 @@ class FoundryCheckpointer(ThreadAdmin, BaseCheckpointSaver[str]):
         Responses hosts do) would address a checkpoint the thread had moved past, which
         LangGraph replays, running the finished task again.
         """
+        where = _config.address(config)
+        ctx = self._call(config, read=False)
         await self._core.arun(
-            _write.put_writes(self._call(config, read=False), config, writes, task_id, task_path),
-            shield=True,
+            _write.put_writes(ctx, where, writes, task_id, task_path), shield=True, call=ctx.call
         )
 
     async def aget_delta_channel_history(
         self, *, config: RunnableConfig, channels: Sequence[str]
     ) -> Mapping[str, DeltaChannelHistory]:
         """Async form of :meth:`get_delta_channel_history`."""
-        return await self._core.arun(_history.delta_history(self._call(config), config, channels))
+        where = _config.address(config)
+        ctx = self._call(config)
+        return await self._core.arun(_history.delta_history(ctx, where, channels), call=ctx.call)
+
+
+def _list_args(
+    config: RunnableConfig | None, before: RunnableConfig | None
+) -> tuple[_config.Address | None, str | None]:
+    """``list``'s config parsed once (None: every thread) and the id ``before`` names."""
+    where = None if config is None else _config.address(config)
+    return where, _config.wanted_id(before) if before else None
 
 
 def _widened(serde: SerializerProtocol, allowed: frozenset[tuple[str, ...]]) -> SerializerProtocol:

@@ -32,7 +32,7 @@ from ..adapter import (
     tag_value,
 )
 from ..errors import ConcurrentWriteError, FoundryCheckpointError, InvalidIdentifierError
-from . import _config
+from ._config import Address
 from ._context import Context, ThreadState
 from ._prune import call_owner, is_call_namespace
 from ._read import read_record
@@ -76,16 +76,18 @@ _MERGE_ATTEMPTS: Final = 16
 
 async def put(
     ctx: Context,
+    address: Address,
     config: RunnableConfig,
     checkpoint: Checkpoint,
     metadata: CheckpointMetadata,
     new_versions: ChannelVersions,
 ) -> RunnableConfig:
-    """Store ``checkpoint`` as one self-contained item; returns its config."""
-    thread_id = _config.thread_id(config)
-    conf = _config.configurable(config)
-    ns = _config.namespace(conf)
-    parent_id = conf.get("checkpoint_id") or None
+    """Store ``checkpoint`` as one self-contained item; returns its config.
+
+    ``address`` is ``config``'s, parsed (its checkpoint id is the parent); ``config`` itself
+    serves only LangGraph's metadata helper.
+    """
+    thread_id, ns, parent_id = address.thread_id, address.ns, address.checkpoint_id
     checkpoint_id = check_identifier(checkpoint.get("id"), "checkpoint id")
     # Before any await: a put_writes of this checkpoint from now on waits for the item.
     token = ctx.token(thread_id, ns, checkpoint_id)
@@ -241,7 +243,7 @@ async def _spilled(scope: Scope, spill: SpillStore, entry: ChannelEntry) -> Chan
 
 async def put_writes(
     ctx: Context,
-    config: RunnableConfig,
+    address: Address,
     writes: Sequence[tuple[str, Any]],
     task_id: str,
     task_path: str,
@@ -254,16 +256,12 @@ async def put_writes(
         InvalidIdentifierError: ``config`` names no checkpoint, or an id is not text.
         ConcurrentWriteError: the merge lost against concurrent writers on every attempt.
     """
-    thread_id = _config.thread_id(config)
-    conf = _config.configurable(config)
-    ns = _config.namespace(conf)
-    checkpoint_id = conf.get("checkpoint_id")
+    thread_id, ns, checkpoint_id = address.thread_id, address.ns, address.checkpoint_id
     if not checkpoint_id:
         raise InvalidIdentifierError(
             "put_writes needs config['configurable']['checkpoint_id'] (the checkpoint the "
             "writes belong to)"
         )
-    check_identifier(checkpoint_id, "checkpoint_id")
     check_identifier(task_id, "task_id")
     if not writes:
         return
