@@ -18,6 +18,7 @@ import pytest
 from foundry_checkpoint.spill import LocalSpill
 from foundry_checkpoint_autogen import AutoGenStateStore
 from tests._blockbuster import langgraph_dev_blockbuster
+from tests.conftest import StoreEnv
 
 AGENT = "writer/default"
 
@@ -28,7 +29,7 @@ def store_mode(request: pytest.FixtureRequest) -> str:
     return str(request.param)
 
 
-def _options(store_env: Any, store_mode: str, tmp_path: Path) -> dict[str, Any]:
+def _options(store_env: StoreEnv, store_mode: str, tmp_path: Path) -> dict[str, Any]:
     assert not Path(os.environ["AGENTSERVER_STATE_ROOT"]).exists()
     if store_mode == "local-sdk":
         return store_env.kwargs(local_backend="sdk")

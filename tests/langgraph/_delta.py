@@ -6,8 +6,8 @@ Shared by the prune tests of the saver and of the command line.
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Sequence
-from typing import Annotated, Any
+from collections.abc import Sequence
+from typing import Annotated, Any, Protocol
 
 from langchain_core.messages import AIMessage, AnyMessage, HumanMessage
 from langgraph.channels.delta import DeltaChannel
@@ -42,7 +42,13 @@ def chat_type(snapshot_frequency: int) -> Any:
     return {100: Chat, 3: SnapshotChat}[snapshot_frequency]
 
 
-def reply(tag: str) -> Callable[[Any], dict[str, list[AnyMessage]]]:
+class Node(Protocol):
+    """A node function as LangGraph calls it (its parameter named ``state``)."""
+
+    def __call__(self, state: Any) -> dict[str, list[AnyMessage]]: ...
+
+
+def reply(tag: str) -> Node:
     """A node that answers ``"<tag> <messages so far>"`` (its id says the same)."""
 
     def run(state: Any) -> dict[str, list[AnyMessage]]:
@@ -63,7 +69,7 @@ def chat_graph(saver: BaseCheckpointSaver[Any], snapshot_frequency: int = 100) -
     return builder.compile(checkpointer=saver)
 
 
-def human(turn: int) -> dict[str, list[AnyMessage]]:
+def human(turn: int) -> Chat:
     """The input of one turn."""
     return {"messages": [HumanMessage(f"hi {turn}", id=f"h-{turn}")]}
 

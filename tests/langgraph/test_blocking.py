@@ -32,6 +32,7 @@ from tests._blockbuster import (
     langgraph_dev_blockbuster,
     on_a_loop_thread,
 )
+from tests.conftest import StoreEnv
 
 #: Above the 1 MB item limit and incompressible, so it spills on every backend.
 BIG = 1_200_000
@@ -67,7 +68,7 @@ def store_mode(request: pytest.FixtureRequest) -> str:
     return str(request.param)
 
 
-def _saver_kwargs(store_env: Any, store_mode: str, tmp_path: Path) -> dict[str, Any]:
+def _saver_kwargs(store_env: StoreEnv, store_mode: str, tmp_path: Path) -> dict[str, Any]:
     if store_mode == "local-sdk":
         return store_env.kwargs(local_backend="sdk")
     if store_mode == "hosted":  # hosted mode has no default spill store: give it a local one

@@ -50,10 +50,11 @@ async def _write(
 async def _listed(
     saver: FoundryCheckpointer, thread_id: str, **kwargs: Any
 ) -> list[tuple[str, Any, list[Any]]]:
-    return [
-        (t.checkpoint["id"], t.metadata["step"], t.pending_writes)
-        async for t in saver.alist(cfg(thread_id), **kwargs)
-    ]
+    out: list[tuple[str, Any, list[Any]]] = []
+    async for t in saver.alist(cfg(thread_id), **kwargs):
+        assert t.pending_writes is not None  # a listed checkpoint carries its writes
+        out.append((t.checkpoint["id"], t.metadata["step"], t.pending_writes))
+    return out
 
 
 async def _counted(

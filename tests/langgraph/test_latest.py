@@ -229,6 +229,7 @@ async def test_writes_put_before_their_checkpoint_are_found(
     for reader in (saver, make_saver()):
         latest = await reader.aget_tuple(cfg(thread_id))
         assert latest is not None and latest.checkpoint["id"] == second["id"]
+        assert latest.pending_writes is not None
         assert sorted(latest.pending_writes) == [("task-early", "n", 7), ("task-late", "n", 8)]
     # A checkpoint whose writes all came after it is read from one listing.
     third = _checkpoint(3)

@@ -174,7 +174,7 @@ def test_prune_gives_up_whole_when_a_kept_checkpoint_changes_meanwhile(
                 await store.set_item(key, value, tags=kwargs.get("tags"))
             return await store.set_item(key, value, **kwargs)
 
-    scope.store = Racing()  # type: ignore[assignment]
+    scope.store = Racing()
     try:
         with pytest.raises(ConcurrentWriteError, match="changed while it was being pruned"):
             saver.prune(["raced"])
