@@ -18,7 +18,7 @@ import random
 import tracemalloc
 import uuid
 import zlib
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
 import pytest
@@ -87,7 +87,10 @@ def test_a_payload_above_the_inflate_limit_is_spilled_not_inlined(tmp_path: Any)
     assert asyncio.run(decode(value, spill=spill, namespace=namespace, where="x")) == payload
 
 
-def _plant(env: Any, change: Callable[[Any, dict[str, Any]], dict[str, Any]]) -> None:
+def _plant(
+    env: Any,
+    change: Callable[[Any, dict[str, Any]], dict[str, Any] | Awaitable[dict[str, Any]]],
+) -> None:
     """One checkpoint on thread ``t1``, its item value then replaced by ``change(scope, value)``."""
     with FoundryCheckpointer(**env.kwargs(spill=LocalSpill(env.root / "spill"))) as saver:
         checkpoint = empty_checkpoint()

@@ -29,12 +29,14 @@ from typing import Any, Final, NamedTuple
 
 import ormsgpack
 import pytest
+from azure.ai.agentserver.core import FoundryAgentRequestContext
 from langchain_core.messages import AIMessage, HumanMessage
 from pydantic import BaseModel
 
 from foundry_checkpoint import CorruptPayloadError
 from foundry_checkpoint._langgraph._context import Caches, Context
 from foundry_checkpoint._serde import StrictSerializer, UnsafeValueError
+from foundry_checkpoint.adapter import Call, Caller
 
 from ._audit import watching
 
@@ -216,10 +218,10 @@ class Hostile:
             data = rng.choice(self.valid)
             return "truncated", data[: rng.randrange(0, len(data))]
         if kind == 7:  # a valid document, a few bytes flipped
-            data = bytearray(rng.choice(self.valid))
+            flipped = bytearray(rng.choice(self.valid))
             for _ in range(rng.randrange(1, 4)):
-                data[rng.randrange(len(data))] ^= 1 << rng.randrange(8)
-            return "flipped", bytes(data)
+                flipped[rng.randrange(len(flipped))] ^= 1 << rng.randrange(8)
+            return "flipped", bytes(flipped)
         if kind == 8:
             if rng.random() < 0.3:  # an extension with a negative code (ext 8, raw bytes)
                 body = rng.randbytes(rng.randrange(0, 40))
@@ -237,7 +239,9 @@ def _report(capsys: pytest.CaptureFixture[str], line: str) -> None:
 
 def test_hostile_msgpack_never_runs_anything(capsys: pytest.CaptureFixture[str]) -> None:
     serde = StrictSerializer().widened(ALLOWED)
-    ctx = Context(core=None, serde=serde, caches=Caches())  # type: ignore[arg-type]
+    call = Call(Caller("user:fuzz"), FoundryAgentRequestContext())
+    # decoding reads only the serializer: no core (store) behind this context
+    ctx = Context(core=None, serde=serde, caches=Caches(), call=call)  # type: ignore[arg-type]
     generator = Hostile(FUZZ_SEED)
     for document in generator.valid:  # the legitimate values decode (and warm lazy imports)
         assert ctx.loads(("msgpack", document)) is not None
