@@ -20,9 +20,9 @@ never share a blob (deleting one never touches the other), and a spilled blob li
 namespace of its own (``<store_prefix>/payload-<random>``), recorded in the payload's item.
 
 **Who can read it.** The store is opened with ``user_isolation=True`` and every call resolves
-its caller as the checkpointers do (:func:`foundry_checkpoint._core.current_caller`): in hosted
-mode the request's call id (which the task runtime carries into the handler), in local mode
-the request context's user id, else ``user_id=``, else ``"local"``. A reference is therefore
+its caller once, as the checkpointers do (``CheckpointCore.capture`` in ``run``/``arun``): in
+hosted mode the request's call id (which the task runtime carries into the handler), in local
+mode the request context's user id, else ``user_id=``, else ``"local"``. A reference is therefore
 only a name: another user holding it finds nothing in their partition and gets
 :class:`~foundry_checkpoint.errors.PayloadNotFoundError`. A task the runtime recovers after a
 crash is re-entered at start-up, outside any request; the runtime then takes the call id from
