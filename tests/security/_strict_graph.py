@@ -10,6 +10,7 @@ import sys
 from dataclasses import dataclass
 from typing import Any
 
+from langchain_core.runnables import RunnableConfig
 from langgraph.graph import END, START, StateGraph
 
 from foundry_checkpoint import FoundryCheckpointer
@@ -36,12 +37,12 @@ def main(thread: str) -> None:
     builder.add_node("move", _move)
     builder.add_edge(START, "move")
     builder.add_edge("move", END)
-    config: Any = {"configurable": {"thread_id": thread}}
+    config: RunnableConfig = {"configurable": {"thread_id": thread}}
     with FoundryCheckpointer() as saver:
         graph = builder.compile(checkpointer=saver)
-        graph.invoke({"point": Point(0, 0)}, config)
+        graph.invoke(State(point=Point(0, 0)), config)
         state = graph.get_state(config).values  # reads the stored Point back
-        out = graph.invoke({"point": state["point"], "moves": state["moves"]}, config)
+        out = graph.invoke(State(point=state["point"], moves=state["moves"]), config)
         print(out["point"], out["moves"])
 
 

@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 import typer
-from langgraph.checkpoint.base import empty_checkpoint
+from langgraph.checkpoint.base import CheckpointMetadata, empty_checkpoint
 from typer.testing import CliRunner
 
 from foundry_checkpoint import FoundryCheckpointer
@@ -104,7 +104,9 @@ def test_json_output_is_strict(store_env: Any) -> None:
         checkpoint = empty_checkpoint()
         checkpoint["channel_values"] = {"x": float("nan"), "y": [float("inf"), -float("inf")]}
         checkpoint["channel_versions"] = {"x": 1, "y": 1}
-        saver.put(cfg("t1"), checkpoint, {"source": "loop", "step": 1, "score": float("nan")}, {})
+        # metadata carries whatever keys a run adds; LangGraph's TypedDict names only its own
+        metadata: CheckpointMetadata = {"source": "loop", "step": 1, "score": float("nan")}  # type: ignore[typeddict-unknown-key]
+        saver.put(cfg("t1"), checkpoint, metadata, {})
     cli = Cli(store_env, CliRunner())
 
     def strict(text: str) -> Any:

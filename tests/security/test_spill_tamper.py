@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from azure.ai.agentserver.core.storage import JSONValue
 
 from foundry_checkpoint import CorruptPayloadError, FoundryCheckpointer, LocalSpill
 from foundry_checkpoint._core import _META_KEY
@@ -30,7 +31,7 @@ def _spilled_thread(env: Any, thread: str) -> FoundryCheckpointer:
     return saver
 
 
-def _set_namespace(saver: FoundryCheckpointer, thread: str, value: object) -> None:
+def _set_namespace(saver: FoundryCheckpointer, thread: str, value: JSONValue) -> None:
     async def go() -> None:
         scope = await saver._core.scope(thread)
         item = await scope.store.get_item(_META_KEY)
@@ -48,7 +49,7 @@ def _blobs(root: Path) -> set[Path]:
     "bad",
     ["other/" + "0" * 32, "test/../x", "test/abc", "test/" + "0" * 32 + "/x", "../" + "a" * 32, 7],
 )
-def test_a_rewritten_namespace_is_refused(store_env: Any, bad: object) -> None:
+def test_a_rewritten_namespace_is_refused(store_env: Any, bad: JSONValue) -> None:
     victim = _spilled_thread(store_env, "victim")
     attacker = _spilled_thread(store_env, "attacker")
     before = _blobs(store_env.root)

@@ -112,6 +112,7 @@ def test_the_compiled_graph_adds_its_state_types_through_with_allowlist(store_en
         clone = saver.with_allowlist({("tests.cli.conftest", "State")})
         assert isinstance(clone.serde, StrictSerializer)
         assert ("tests.cli.conftest", "State") in clone.serde.allowed
+        assert isinstance(saver.serde, StrictSerializer)
         assert not saver.serde.allowed  # the original is unchanged
         graph = build(clone)
         graph.invoke({"steps": []}, cfg("t1"))

@@ -12,6 +12,7 @@ cookie of another explorer. The printed URL sets an HttpOnly, SameSite=Strict co
 from __future__ import annotations
 
 import asyncio
+import functools
 import http.client
 import json
 import os
@@ -87,6 +88,10 @@ def sign_in(served: Served) -> str:
     return "; ".join(f"{name}={morsel.value}" for name, morsel in jar.items())
 
 
+def _fill(values: dict[str, str], match: re.Match[str]) -> str:
+    return values[match.group(1)]
+
+
 def probes(ids: dict[str, str]) -> list[str]:
     """Every path of the explorer's route table, its placeholders filled with stored names."""
     table = Explorer(Options(None, False, None, None, None, None, "sqlite"), allow_writes=True)
@@ -99,7 +104,7 @@ def probes(ids: dict[str, str]) -> list[str]:
         )
         checkpoint = ids["maf"] if template.startswith("/m/") else ids["langgraph"]
         values = {"thread": "t1", "context": "conv", "scope": "demo", "checkpoint": checkpoint}
-        paths.append(re.sub(r"{(\w+)}", lambda m, v=values: v[m.group(1)], template))
+        paths.append(re.sub(r"{(\w+)}", functools.partial(_fill, values), template))
     assert len(paths) >= 12 and "/" in paths
     return paths
 
@@ -216,7 +221,9 @@ def test_the_token_link_sets_an_httponly_samesite_strict_cookie_and_leaves_the_u
             status, headers, _ = ask(served, method, f"/t/t1?{query}")
             assert status == 303
             assert headers["Location"] == "/t/t1?ns="  # the rest of the link is kept
-            (header,) = headers.get_all("Set-Cookie")
+            cookies = headers.get_all("Set-Cookie")
+            assert cookies is not None
+            (header,) = cookies
             jar = SimpleCookie(header)
             morsel = jar[f"foundry-explorer-{served.port}"]
             assert morsel["httponly"] is True
