@@ -92,11 +92,13 @@ def test_the_adapters_see_only_the_backend_object(tmp_path: Path) -> None:
         assert saver.spill_location == "chunk items of each thread's own store"
         backend = saver._core.backend  # the registered backend, behind the store seam
         assert isinstance(backend.inner, MemoryBackend)  # type: ignore[attr-defined]
-        config = {"configurable": {"thread_id": "t-1", "checkpoint_ns": ""}}
+        from langchain_core.runnables import RunnableConfig
         from langgraph.checkpoint.base import empty_checkpoint
 
+        config: RunnableConfig = {"configurable": {"thread_id": "t-1", "checkpoint_ns": ""}}
         stored = saver.put(config, empty_checkpoint(), {"step": -1}, {})
-        assert saver.get_tuple(config).config == stored  # type: ignore[union-attr]
+        got = saver.get_tuple(config)
+        assert got is not None and got.config == stored
         store = saver._core.client(saver._core.name_for("t-1"), "local")
         assert not isinstance(store, RanksByTag)  # "latest" came from listings
         asyncio.run(store.create_item("probe", {}))

@@ -30,6 +30,7 @@ from agent_framework import WorkflowCheckpoint
 from azure.ai.agentserver.core import (
     FoundryAgentRequestContext,
 )
+from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import empty_checkpoint
 
 from foundry_checkpoint import FoundryCheckpointer, LocalSpill, _codec
@@ -93,11 +94,18 @@ def _is_head(row: tuple[str, str, str, str, str]) -> bool:
     return bool(json.loads(row[4] or "{}").get("kind") == CHUNK_KIND)
 
 
-def _config(thread: str, checkpoint_id: str | None = None) -> Any:
+def _config(thread: str, checkpoint_id: str | None = None) -> RunnableConfig:
     configurable = {"thread_id": thread, "checkpoint_ns": ""}
     if checkpoint_id is not None:
         configurable["checkpoint_id"] = checkpoint_id
     return {"configurable": configurable}
+
+
+def _value(saver: FoundryCheckpointer, thread: str) -> Any:
+    """The ``v`` channel of the thread's latest checkpoint (which must exist)."""
+    latest = saver.get_tuple(_config(thread))
+    assert latest is not None
+    return latest.checkpoint["channel_values"]["v"]
 
 
 def _head(saver: FoundryCheckpointer, thread: str) -> str | None:
@@ -292,7 +300,7 @@ def test_prune_and_gc_collect_unreferenced_chunks(
         _put(saver, "p", shared, 0)
         _put(saver, "q", shared, 0)  # the same content in another thread: its own chunks
         _put(saver, "p", FIVE_MB[1_500_000:3_000_000], 1)
-        heads = {r[1]: set() for r in _chunk_rows(emu, prefix)}
+        heads: dict[str, set[str]] = {r[1]: set() for r in _chunk_rows(emu, prefix)}
         for row in _chunk_rows(emu, prefix):
             if _is_head(row):
                 heads[row[1]].add(row[2])
@@ -303,11 +311,8 @@ def test_prune_and_gc_collect_unreferenced_chunks(
         assert report.unattributed == []
         left = {(r[1], r[2]) for r in _chunk_rows(emu, prefix) if _is_head(r)}
         assert len(left) == 2  # p's newest value, and q's
-        assert (
-            saver.get_tuple(_config("p")).checkpoint["channel_values"]["v"]
-            == (FIVE_MB[1_500_000:3_000_000])
-        )
-        assert saver.get_tuple(_config("q")).checkpoint["channel_values"]["v"] == shared
+        assert _value(saver, "p") == FIVE_MB[1_500_000:3_000_000]
+        assert _value(saver, "q") == shared
     finally:
         saver.close()
 
@@ -407,9 +412,7 @@ def test_refresh_writes_old_chunks_again(emu: FoundryEmulator, options: dict[str
         assert saver._core.run(refresh(time.time() + 60)) == 1
         assert emu.requests["put_item"] == 2  # both chunks, the same content
         assert {r[2]: r[3] for r in _chunk_rows(emu, prefix)} == before
-        assert (
-            saver.get_tuple(_config("r")).checkpoint["channel_values"]["v"] == (FIVE_MB[:1_000_000])
-        )
+        assert _value(saver, "r") == FIVE_MB[:1_000_000]
     finally:
         saver.close()
 

@@ -19,6 +19,7 @@ from typing import Any
 
 import pytest
 from agent_framework import WorkflowCheckpoint
+from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import empty_checkpoint
 
 from foundry_checkpoint import FoundryCheckpointer
@@ -89,7 +90,7 @@ async def _close_in_time(close: Awaitable[None]) -> float:
 async def test_a_cancelled_aput_writes_lands_and_aclose_waits_for_it(
     emu: FoundryEmulator, options: dict[str, Any]
 ) -> None:
-    thread = {"configurable": {"thread_id": "t-1", "checkpoint_ns": ""}}
+    thread: RunnableConfig = {"configurable": {"thread_id": "t-1", "checkpoint_ns": ""}}
     saver = FoundryCheckpointer(**options)
     first = await saver.aput(thread, empty_checkpoint(), {"step": 0}, {})
     _slow_writes(emu)
@@ -110,7 +111,7 @@ async def test_a_cancelled_aput_writes_lands_and_aclose_waits_for_it(
 async def test_a_cancelled_aput_is_cancelled_with_its_run(
     emu: FoundryEmulator, options: dict[str, Any]
 ) -> None:
-    thread = {"configurable": {"thread_id": "t-1", "checkpoint_ns": ""}}
+    thread: RunnableConfig = {"configurable": {"thread_id": "t-1", "checkpoint_ns": ""}}
     saver = FoundryCheckpointer(**options)
     first = await saver.aput(thread, empty_checkpoint(), {"step": 0}, {})
     _slow_writes(emu)
