@@ -109,14 +109,14 @@ async def test_factories_that_cannot_be_durable_are_refused(make_store: MakeStor
         return Counter()
 
     with pytest.raises(TypeError, match="synchronous"):
-        durable_factory(awaiting, store)
+        durable_factory(awaiting, store)  # type: ignore[type-var]
 
     class Plain(RoutedAgent):
         def __init__(self) -> None:
             super().__init__("plain")
 
     runtime = SingleThreadedAgentRuntime()
-    await Plain.register(runtime, "plain", durable_factory(Plain, store))  # type: ignore[arg-type, type-var]
+    await Plain.register(runtime, "plain", durable_factory(Plain, store))  # type: ignore[type-var]
     runtime.start()
     try:
         with pytest.raises(TypeError, match="not a DurableAgent"):

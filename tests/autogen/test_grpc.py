@@ -139,5 +139,5 @@ async def test_lifecycle_is_forgiving_and_the_stock_errors_do_not_occur() -> Non
         with pytest.raises(TypeError, match="DurableGrpcWorkerAgentRuntime"):
             await save_runtime(stock, AutoGenStateStore(), "x")
         async with running(_worker(address)) as durable:
-            assert durable.phase == "running"
-        assert durable.phase == "stopped"
+            during = durable.phase
+        assert (during, durable.phase) == ("running", "stopped")

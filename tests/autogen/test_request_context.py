@@ -54,7 +54,7 @@ KIND = "agent"
 def context_user(request: pytest.FixtureRequest, store_env: StoreEnv) -> bool:
     if request.param == "call-id-only" and store_env.mode != "hosted":
         pytest.skip("locally a call id names no user: the context's user id partitions")
-    return request.param == "context-user"
+    return str(request.param) == "context-user"
 
 
 def request_of(

@@ -197,7 +197,7 @@ def test_bad_options_and_names_are_refused(store_env: Any, store: AutoGenStateSt
 
     for bad in (0, -1, True, 2.5):
         with pytest.raises(InvalidArgumentError, match="keep_versions"):
-            AutoGenStateStore(keep_versions=bad, **store_env.kwargs())
+            AutoGenStateStore(keep_versions=bad, **store_env.kwargs())  # type: ignore[arg-type]
     with pytest.raises(InvalidIdentifierError, match="name"):
         store.save("conv", "agent", "", {})
     with pytest.raises(InvalidIdentifierError, match="kind"):
