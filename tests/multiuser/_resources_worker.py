@@ -57,7 +57,7 @@ def main() -> None:
         async def close(self) -> None:
             CountingCredential.closed += 1
 
-    azure.identity.aio.DefaultAzureCredential = CountingCredential  # type: ignore[misc]
+    azure.identity.aio.DefaultAzureCredential = CountingCredential  # type: ignore[assignment, misc]
 
     from azure.ai.agentserver.core import (
         FoundryAgentRequestContext,

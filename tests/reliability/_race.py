@@ -60,7 +60,7 @@ def put_loop(saver: FoundryCheckpointer, thread: str, deadline: float) -> int:
         conf: dict[str, Any] = {"thread_id": thread, "checkpoint_ns": ""}
         if parent:
             conf["checkpoint_id"] = parent
-        saver.put({"configurable": conf}, cp, {"source": "loop", "step": rounds}, new)  # type: ignore[arg-type]
+        saver.put({"configurable": conf}, cp, {"source": "loop", "step": rounds}, new)
         parent = cp["id"]
         rounds += 1
     return rounds

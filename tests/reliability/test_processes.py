@@ -118,7 +118,7 @@ def test_four_sdk_processes_keep_every_write(local_mode: Path) -> None:
 
 def _core_writer(root: str, backend: str, worker: int, count: int) -> None:
     _local_env(root)
-    options = StoreOptions(store_prefix="procs", local_backend=backend)  # type: ignore[arg-type]
+    options = StoreOptions(store_prefix="procs", local_backend=backend)
     core = CheckpointCore(options, scope_word="thread")
 
     async def write() -> None:
@@ -136,7 +136,7 @@ def _core_writer(root: str, backend: str, worker: int, count: int) -> None:
 def test_four_core_processes_keep_every_write(local_mode: Path, backend: str, count: int) -> None:
     root = str(local_mode)
     _run_writers(_core_writer, [(root, backend, w, count) for w in range(WRITERS)])
-    options = StoreOptions(store_prefix="procs", local_backend=backend)  # type: ignore[arg-type]
+    options = StoreOptions(store_prefix="procs", local_backend=backend)
     core = CheckpointCore(options, scope_word="thread")
 
     async def count_keys() -> int:
