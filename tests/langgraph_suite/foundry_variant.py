@@ -14,11 +14,13 @@ this plugin and reports the counts per variant.
 
 from __future__ import annotations
 
+import importlib
 import os
 import shutil
 import tempfile
 from collections.abc import AsyncIterator, Iterator
 from contextlib import AbstractAsyncContextManager, AbstractContextManager
+from types import ModuleType
 from typing import Any
 
 import pytest
@@ -46,18 +48,21 @@ def _foundry() -> Iterator[Any]:
         shutil.rmtree(root, ignore_errors=True)
 
 
-def _langgraph_sync(name: str) -> AbstractContextManager[Any]:
-    from tests import conftest_checkpointer as lg  # LangGraph's own fixture code
+def _langgraph_fixtures() -> ModuleType:
+    """LangGraph's own fixture code: the ``tests`` package of its checkout, not this one."""
+    return importlib.import_module("tests.conftest_checkpointer")
 
-    return getattr(lg, f"_checkpointer_{name}")()  # type: ignore[no-any-return]
+
+def _langgraph_sync(name: str) -> AbstractContextManager[Any]:
+    manager: AbstractContextManager[Any] = getattr(_langgraph_fixtures(), f"_checkpointer_{name}")()
+    return manager
 
 
 def _langgraph_async(name: str) -> AbstractAsyncContextManager[Any] | AbstractContextManager[Any]:
-    from tests import conftest_checkpointer as lg
-
-    if name == "memory":
-        return lg._checkpointer_memory()  # type: ignore[no-any-return]
-    return getattr(lg, f"_checkpointer_{name}")()  # type: ignore[no-any-return]
+    manager: AbstractAsyncContextManager[Any] | AbstractContextManager[Any] = getattr(
+        _langgraph_fixtures(), f"_checkpointer_{name}"
+    )()
+    return manager
 
 
 @pytest.fixture(params=VARIANTS)
@@ -90,7 +95,7 @@ async def async_checkpointer(request: pytest.FixtureRequest) -> AsyncIterator[An
 def pytest_plugin_registered(plugin: object, manager: pytest.PytestPluginManager) -> None:
     """Put this plugin's fixtures in LangGraph's conftest before pytest parses it."""
     if getattr(plugin, "__name__", "") == "tests.conftest" and hasattr(plugin, "sync_checkpointer"):
-        plugin.sync_checkpointer = sync_checkpointer  # type: ignore[attr-defined]
+        plugin.sync_checkpointer = sync_checkpointer
         plugin.async_checkpointer = async_checkpointer  # type: ignore[attr-defined]
 
 
