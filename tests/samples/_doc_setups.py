@@ -18,7 +18,8 @@ _OPENED = "__docs_opened__"
 
 
 def _opened(ns: dict[str, Any]) -> list[Any]:
-    return ns.setdefault(_OPENED, [])
+    opened: list[Any] = ns.setdefault(_OPENED, [])
+    return opened
 
 
 def langgraph(ns: dict[str, Any]) -> None:
