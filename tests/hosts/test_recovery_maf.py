@@ -170,10 +170,10 @@ async def test_sigkill_at_random_points_then_the_task_recovers_on_its_own(
         assert f"Recovered task {response_id} is now active" in host.log_text(), kind
         counts.recoveries += 1
         # One completed response, with the output of an uninterrupted run.
-        said = texts(final)
-        assert said == [
+        recovered = texts(final)
+        assert recovered == [
             expected["big:base" if run.startswith("big:") else "base"].replace("RUN", run)
-        ], (kind, said)
+        ], (kind, recovered)
         # Every step's side effect happened; only the step in flight may have run twice.
         after = effects(journal, run)
         assert set(after) == set(range(STEPS)) and all(after[s] >= 1 for s in after), after
