@@ -152,9 +152,9 @@ def wait_done(kind: HostKind, host: Host, turn_id: str, misses: list[str] | None
     deadline = time.monotonic() + _WAIT_SECONDS
     while True:
         answer = kind.read(host, turn_id)
-        if answer is None and misses is None:
-            raise AssertionError(f"{turn_id}: 404\n{host.log_text()[-4000:]}")
         if answer is None:
+            if misses is None:
+                raise AssertionError(f"{turn_id}: 404\n{host.log_text()[-4000:]}")
             misses.append(turn_id)
         elif answer["status"] not in ("queued", "in_progress"):
             return answer

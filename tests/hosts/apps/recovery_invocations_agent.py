@@ -13,7 +13,8 @@ import os
 
 from langchain_azure_ai.agents.hosting import InvocationsHostServer, ResponsesServerOptions
 from langgraph.checkpoint.memory import InMemorySaver
-from recovery_pipeline import JournaledCheckpointer, graph
+
+from tests.hosts.apps.recovery_pipeline import JournaledCheckpointer, graph
 
 checkpointer = JournaledCheckpointer(store_prefix="recovery-invocations")
 host = InvocationsHostServer(

@@ -14,9 +14,9 @@ import os
 
 from langchain_azure_ai.agents.hosting import ResponsesHostServer, ResponsesServerOptions
 from langgraph.checkpoint.memory import InMemorySaver
-from recovery_pipeline import JournaledCheckpointer, graph
 
 from samples.hosted_agents.langgraph_pipeline import HashedChainStore
+from tests.hosts.apps.recovery_pipeline import JournaledCheckpointer, graph
 
 checkpointer = JournaledCheckpointer(store_prefix="recovery-responses")
 host = ResponsesHostServer(
