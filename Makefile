@@ -66,6 +66,7 @@ lint: $(STAMP)
 	$(VENV)/bin/ruff check foundry_checkpoint foundry_checkpoint_maf foundry_checkpoint_autogen tests \
 		benchmarks samples
 	$(VENV)/bin/mypy --strict foundry_checkpoint foundry_checkpoint_maf foundry_checkpoint_autogen
+	$(VENV)/bin/mypy tests
 	$(VENV)/bin/lint-imports
 
 format: $(STAMP)
