@@ -103,6 +103,19 @@ def effects(journal: Path, run: str) -> Counter[int]:
     return Counter(e["step"] for e in events(journal) if e["run"] == run and e["event"] == "effect")
 
 
+def local_tasks(root: Path) -> list[dict[str, Any]]:
+    """The task records the SDK's local task store keeps under the state root (local mode)."""
+    found = []
+    for path in (root / "state" / "tasks").rglob("*.json"):
+        try:
+            record = json.loads(path.read_text())
+        except ValueError:
+            continue
+        if isinstance(record, dict) and "status" in record:
+            found.append(record)
+    return found
+
+
 @dataclass
 class Counts:
     """What a kill test did and saw, printed and asserted at the end."""

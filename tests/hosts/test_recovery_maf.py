@@ -22,7 +22,6 @@ on ``agent_environment()`` against the emulator's task API, response store and s
 
 from __future__ import annotations
 
-import json
 import random
 import time
 from pathlib import Path
@@ -32,7 +31,7 @@ import pytest
 
 from foundry_checkpoint_maf import FoundryCheckpointStorage
 
-from ._kills import Counts, effects, events, in_flight, kill_at, prepare, wait_until
+from ._kills import Counts, effects, events, in_flight, kill_at, local_tasks, prepare, wait_until
 from .conftest import Host, Platform
 
 pytestmark = [pytest.mark.slow, pytest.mark.multiprocess]
@@ -96,18 +95,6 @@ def plan(rng: random.Random, mode: str) -> list[tuple[str, str, int, str, float]
             delay = SETTLE + rng.uniform(*window)
             out.append((kind, f"big:k{n}", 0, "effect", delay))
     return out
-
-
-def local_tasks(root: Path) -> list[dict[str, Any]]:
-    found = []
-    for path in (root / "state" / "tasks").rglob("*.json"):
-        try:
-            record = json.loads(path.read_text())
-        except ValueError:
-            continue
-        if isinstance(record, dict) and "status" in record:
-            found.append(record)
-    return found
 
 
 async def collect(

@@ -21,7 +21,6 @@ killed and the other recovers the turn.
 from __future__ import annotations
 
 import hashlib
-import json
 import random
 import ssl
 import threading
@@ -36,7 +35,7 @@ from foundry_checkpoint import FoundryCheckpointer
 from foundry_checkpoint.emulator._credential import token_for_user
 from foundry_checkpoint.emulator._platform import AGENT_IDENTITY
 
-from ._kills import Counts, effects, events, kill_at, prepare
+from ._kills import Counts, effects, events, kill_at, local_tasks, prepare
 from .conftest import Host, Platform
 
 pytestmark = [pytest.mark.slow, pytest.mark.multiprocess]
@@ -122,18 +121,6 @@ def plan(rng: random.Random, mode: str) -> list[tuple[str, str, int, str, float]
             window = (0.3, 0.7) if mode == "hosted" else (0.0, 0.1)
             out.append((kind, f"big:k{n}", 0, "effect", SETTLE + rng.uniform(*window)))
     return out
-
-
-def local_tasks(root: Path) -> list[dict[str, Any]]:
-    found = []
-    for path in (root / "state" / "tasks").rglob("*.json"):
-        try:
-            record = json.loads(path.read_text())
-        except ValueError:
-            continue
-        if isinstance(record, dict) and "status" in record:
-            found.append(record)
-    return found
 
 
 def checkpointer_for(platform: Platform, mode: str, monkeypatch: pytest.MonkeyPatch) -> Any:
