@@ -1,4 +1,4 @@
-"""Test code run inside a request context, as the hosts run a handler."""
+"""Test code run inside a request context, as the hosts run a handler; the host's agent config."""
 
 from __future__ import annotations
 
@@ -6,6 +6,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 from azure.ai.agentserver.core import (
+    AgentConfig,
     FoundryAgentRequestContext,
     reset_request_context,
     set_request_context,
@@ -20,3 +21,20 @@ def in_request(context: FoundryAgentRequestContext) -> Iterator[None]:
         yield
     finally:
         reset_request_context(token)
+
+
+def agent_config(*, hosted: bool) -> AgentConfig:
+    """The config of a host serving agent ``agent`` in session ``session-1`` (hosted or not)."""
+    return AgentConfig(
+        agent_name="agent",
+        agent_version="1",
+        agent_id="agent:1",
+        is_hosted=hosted,
+        project_endpoint="",
+        project_id="",
+        session_id="session-1",
+        port=8088,
+        appinsights_connection_string="",
+        otlp_endpoint="",
+        sse_keepalive_interval=15,
+    )

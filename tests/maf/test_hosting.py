@@ -11,32 +11,15 @@ from agent_framework_foundry_hosting import ContextScopedStoreProvider
 from agent_framework_foundry_hosting._state_store import _encoded_checkpoint_hash
 from agent_framework_foundry_hosting._workflow_state import _CheckpointWrites
 from azure.ai.agentserver.core import (
-    AgentConfig,
     FoundryAgentRequestContext,
     get_request_context,
 )
 
 from foundry_checkpoint.errors import InvalidArgumentError
 from foundry_checkpoint_maf import FoundryCheckpointStorage, FoundryCheckpointStorageProvider
-from tests._request import in_request
+from tests._request import agent_config, in_request
 
 from . import _workflows as wf
-
-
-def _config(hosted: bool) -> AgentConfig:
-    return AgentConfig(
-        agent_name="agent",
-        agent_version="1",
-        agent_id="agent:1",
-        is_hosted=hosted,
-        project_endpoint="",
-        project_id="",
-        session_id="session-1",
-        port=8088,
-        appinsights_connection_string="",
-        otlp_endpoint="",
-        sse_keepalive_interval=15,
-    )
 
 
 class _CallIdRecorder:
@@ -67,7 +50,7 @@ async def provider(store_env: Any) -> Any:
 
 async def test_provider_gives_context_scoped_storages(store_env: Any, provider: Any) -> None:
     assert isinstance(provider, ContextScopedStoreProvider)
-    config = _config(store_env.mode == "hosted")
+    config = agent_config(hosted=store_env.mode == "hosted")
     request = FoundryAgentRequestContext(
         call_id=store_env.call_id("alice"), user_id="alice", session_id="s"
     )
@@ -92,7 +75,9 @@ async def test_storage_forwards_the_request_call_id(store_env: Any, provider: An
     call_id = store_env.call_id("alice")
     request = FoundryAgentRequestContext(call_id=call_id, user_id="alice")
     storage = provider.get_store(
-        config=_config(store_env.mode == "hosted"), context_id="conv-call", platform_context=request
+        config=agent_config(hosted=store_env.mode == "hosted"),
+        context_id="conv-call",
+        platform_context=request,
     )
     await storage.save(WorkflowCheckpoint(workflow_name="w", graph_signature_hash="g"))
     with in_request(request):  # the scope (and its client) this request uses
@@ -107,7 +92,9 @@ async def test_storage_forwards_the_request_call_id(store_env: Any, provider: An
 async def test_hosting_integrity_hash_pairs_with_ours(store_env: Any, provider: Any) -> None:
     request = FoundryAgentRequestContext(call_id=store_env.call_id("alice"))
     storage = provider.get_store(
-        config=_config(store_env.mode == "hosted"), context_id="conv-hash", platform_context=request
+        config=agent_config(hosted=store_env.mode == "hosted"),
+        context_id="conv-hash",
+        platform_context=request,
     )
     cp = WorkflowCheckpoint(workflow_name="w", graph_signature_hash="g", state={"k": [1, "two"]})
     await storage.save(cp)
@@ -123,7 +110,7 @@ async def test_provider_allowed_types_and_validation(store_env: Any) -> None:
     ) as provider:
         provider.validate_checkpoint_value(wf.Question("ok?"))
         storage = provider.get_store(
-            config=_config(store_env.mode == "hosted"),
+            config=agent_config(hosted=store_env.mode == "hosted"),
             context_id="conv-types",
             platform_context=FoundryAgentRequestContext(),
         )

@@ -20,7 +20,6 @@ from typing import Any
 import pytest
 from agent_framework import WorkflowCheckpoint
 from azure.ai.agentserver.core import (
-    AgentConfig,
     FoundryAgentRequestContext,
     get_request_context,
 )
@@ -31,26 +30,10 @@ from foundry_checkpoint import FoundryCheckpointer, StrictSerializer
 from foundry_checkpoint._core import Call, Caller
 from foundry_checkpoint_autogen import AutoGenStateStore
 from foundry_checkpoint_maf import FoundryCheckpointStorage, FoundryCheckpointStorageProvider
-from tests._request import in_request
+from tests._request import agent_config, in_request
 from tests.conftest import StoreEnv
 
 _PACKAGES = ("foundry_checkpoint", "foundry_checkpoint_maf", "foundry_checkpoint_autogen")
-
-
-def _config(hosted: bool) -> AgentConfig:
-    return AgentConfig(
-        agent_name="agent",
-        agent_version="1",
-        agent_id="agent:1",
-        is_hosted=hosted,
-        project_endpoint="",
-        project_id="",
-        session_id="session-1",
-        port=8088,
-        appinsights_connection_string="",
-        otlp_endpoint="",
-        sse_keepalive_interval=15,
-    )
 
 
 class Reads:
@@ -134,7 +117,7 @@ def test_the_request_context_is_read_once_per_call_on_the_calling_thread(
         provider = FoundryCheckpointStorageProvider(**store_env.kwargs())
         try:
             bound = provider.get_store(
-                config=_config(store_env.mode == "hosted"),
+                config=agent_config(hosted=store_env.mode == "hosted"),
                 context_id="c-once",
                 platform_context=request,
             )
@@ -245,7 +228,7 @@ async def test_maf_hosting_and_the_plain_adapters_share_one_mechanism(
 
     async def hosting() -> None:
         storage = provider.get_store(
-            config=_config(store_env.mode == "hosted"),
+            config=agent_config(hosted=store_env.mode == "hosted"),
             context_id="c-shared",
             platform_context=bob,
         )

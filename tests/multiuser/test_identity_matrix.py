@@ -33,7 +33,6 @@ from typing import Any
 import pytest
 from agent_framework import WorkflowCheckpoint
 from azure.ai.agentserver.core import (
-    AgentConfig,
     FoundryAgentRequestContext,
 )
 from langgraph.checkpoint.base import empty_checkpoint
@@ -42,7 +41,7 @@ from foundry_checkpoint import FoundryCheckpointer, LocalSpill
 from foundry_checkpoint.emulator import FoundryEmulator
 from foundry_checkpoint_autogen import AutoGenStateStore
 from foundry_checkpoint_maf import FoundryCheckpointStorageProvider
-from tests._request import in_request
+from tests._request import agent_config, in_request
 
 pytestmark = pytest.mark.emulator
 
@@ -278,25 +277,9 @@ def test_langgraph_saver(world: World) -> None:
 # -- Microsoft Agent Framework: one hosting provider --------------------------------------------
 
 
-def _agent_config() -> AgentConfig:
-    return AgentConfig(
-        agent_name="agent",
-        agent_version="1",
-        agent_id="agent:1",
-        is_hosted=True,
-        project_endpoint="",
-        project_id="",
-        session_id="session-1",
-        port=8088,
-        appinsights_connection_string="",
-        otlp_endpoint="",
-        sse_keepalive_interval=15,
-    )
-
-
 def test_maf_hosting_provider(world: World) -> None:
     provider = FoundryCheckpointStorageProvider(**world.options)
-    config = _agent_config()
+    config = agent_config(hosted=True)
     owned = {u: {SHARED, f"own-{u}"} for u in (*USERS, OUTSIDE)}
 
     def storage(user: str, context_id: str = SHARED) -> Any:

@@ -26,14 +26,13 @@ from typing import Any, TypedDict
 import pytest
 from agent_framework import WorkflowCheckpoint
 from azure.ai.agentserver.core import (
-    AgentConfig,
     FoundryAgentRequestContext,
 )
 from langgraph.graph import END, START, StateGraph
 
 from foundry_checkpoint import AzureBlobSpill, FoundryCheckpointer
 from foundry_checkpoint_maf import FoundryCheckpointStorageProvider
-from tests._request import in_request
+from tests._request import agent_config, in_request
 from tests.conftest import StoreEnv
 
 #: The same spilled value for every user (over the 256 KiB spill threshold).
@@ -264,29 +263,13 @@ def _langgraph_users(
         saver.close()
 
 
-def _agent_config(hosted: bool) -> AgentConfig:
-    return AgentConfig(
-        agent_name="agent",
-        agent_version="1",
-        agent_id="agent:1",
-        is_hosted=hosted,
-        project_endpoint="",
-        project_id="",
-        session_id="session-1",
-        port=8088,
-        appinsights_connection_string="",
-        otlp_endpoint="",
-        sse_keepalive_interval=15,
-    )
-
-
 @pytest.mark.parametrize("count", [2, pytest.param(20, marks=pytest.mark.slow)])
 def test_one_provider_many_users(
     store_env: StoreEnv, request: pytest.FixtureRequest, count: int
 ) -> None:
     users = Users(store_env, count, with_user_id=True)
     provider = FoundryCheckpointStorageProvider(**_agent(store_env, request))
-    config = _agent_config(store_env.mode == "hosted")
+    config = agent_config(hosted=store_env.mode == "hosted")
 
     def storage(user: str, context_id: str = "conv") -> Any:
         # hosting calls get_store per request with that request's platform context
