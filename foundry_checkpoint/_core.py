@@ -12,7 +12,8 @@ headers ``x-agent-foundry-call-id`` and ``x-agent-user-id``). Everything the cor
 between calls that depends on the partition (the spill namespace and TTL touch of a scope,
 index registration, the embedded store's client) and the adapters' own caches (the LangGraph
 saver's heads) are keyed by one :class:`Caller`, captured once per call by
-:func:`current_caller`: the one place that decides who a call is for.
+:meth:`CheckpointCore.capture` (from the backend's rule): the one place that decides who a call
+is for.
 
 **What the service partitions by.** The SDK forwards the request context's call id on every
 store call, and the service resolves the caller, hence the isolation partition, from it.
@@ -104,7 +105,7 @@ from ._loop import LoopThread
 from ._lru import Lru
 from ._options import StoreOptions
 from ._store._backend import SELF, Backend, Caller
-from ._store._backends import LocalBackend, caller_of_kind, choose_backend, open_isolated
+from ._store._backends import LocalBackend, choose_backend, open_isolated
 from ._store._listing import all_keys, create_item, newest_second
 from ._store._naming import (
     check_identifier,
@@ -132,7 +133,6 @@ __all__ = [
     "LocalBackend",
     "Scope",
     "Caller",
-    "current_caller",
     "newest_item",
 ]
 
@@ -193,41 +193,6 @@ async def _bound(call: Call, coro: Coroutine[Any, Any, T]) -> T:
     _CALL.set(call)
     set_request_context(call.context)
     return await coro
-
-
-def current_caller(kind: str, user_id: str | None = None) -> Caller:
-    """Who the current call is for, by the rule of the module docstring: the one place.
-
-    Reads the request context once (a core captures it with :meth:`CheckpointCore.capture`
-    instead). Hosted: within a request (a call id), the context's user
-    id, else the call id; outside one, ``user_id`` (accepted only when delegation was
-    declared), else the process's own identity. Local: the context's user id, else
-    ``user_id``, else ``"local"`` (a call id alone changes nothing).
-
-    Args:
-        kind: the built-in backend the call goes to (a core asks its own backend instead).
-        user_id: the adapter's ``user_id=`` (None: not given).
-
-    Returns:
-        The :class:`Caller`.
-
-    Example:
-        >>> from azure.ai.agentserver.core import (
-        ...     FoundryAgentRequestContext, reset_request_context, set_request_context)
-        >>> current_caller("hosted"), current_caller("hosted", "ann")
-        (Caller(key='self', partition=''), Caller(key='delegated:ann', partition=''))
-        >>> token = set_request_context(FoundryAgentRequestContext(call_id="c-1"))
-        >>> current_caller("hosted", "ann").key  # the call id wins over user_id=
-        'call:c-1'
-        >>> current_caller("local-sqlite", "ann")  # locally a call id names nobody
-        Caller(key='user:ann', partition='ann')
-        >>> reset_request_context(token)
-        >>> token = set_request_context(FoundryAgentRequestContext(call_id="c-2", user_id="bo"))
-        >>> current_caller("hosted", "ann").key, current_caller("local-sqlite", "ann").partition
-        ('user:bo', 'bo')
-        >>> reset_request_context(token)
-    """
-    return caller_of_kind(kind, user_id)
 
 
 async def newest_item(

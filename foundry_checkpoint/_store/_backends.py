@@ -33,12 +33,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Final, Literal
 
-from azure.ai.agentserver.core import FoundryAgentRequestContext, get_request_context
 from azure.ai.agentserver.core.storage import FoundryStorageError, FoundryStorageNotFoundError
 
 from foundry_checkpoint.errors import InvalidArgumentError, IsolationRefusedError, StoreError
 
-from ._backend import Backend, BackendSettings, Caller
+from ._backend import Backend, BackendSettings
 from ._embedded import EmbeddedBackend
 from ._hosted import HostedBackend, hosted
 from ._limits import HOSTING_ENV
@@ -49,7 +48,6 @@ __all__ = [
     "DEFAULT_BACKEND",
     "BackendFactory",
     "LocalBackend",
-    "caller_of_kind",
     "check_backend_choice",
     "choose_backend",
     "open_isolated",
@@ -101,33 +99,6 @@ def register_backend(name: str, factory: BackendFactory) -> None:
             "another name."
         )
     _LOCAL[name] = factory
-
-
-def caller_of_kind(
-    kind: str, user_id: str | None = None, context: FoundryAgentRequestContext | None = None
-) -> Caller:
-    """Who a call is for on a built-in backend named by its ``kind``.
-
-    Args:
-        kind: ``"hosted"``, ``"local-sqlite"`` or ``"local-sdk"``.
-        user_id: the adapter's ``user_id=`` (None: not given).
-        context: the call's request context (None: the current one, read once).
-
-    Returns:
-        The backend's :meth:`~._backend.Backend.caller`.
-
-    Example:
-        >>> caller_of_kind("local-sqlite", "ann")
-        Caller(key='user:ann', partition='ann')
-    """
-    from ._sdk_local import SdkLocalBackend
-
-    if context is None:
-        context = get_request_context()
-    for backend in (EmbeddedBackend, SdkLocalBackend, HostedBackend):
-        if backend.kind == kind:
-            return backend.caller(user_id, context)
-    raise InvalidArgumentError(f"no built-in backend is called {kind!r}")
 
 
 def check_backend_choice(name: str) -> None:

@@ -6,12 +6,13 @@ from contextlib import AbstractContextManager
 from typing import Any
 
 import pytest
-from azure.ai.agentserver.core import (
-    FoundryAgentRequestContext,
-)
+from azure.ai.agentserver.core import FoundryAgentRequestContext, get_request_context
 
 from foundry_checkpoint import FoundryCheckpointer
-from foundry_checkpoint._core import Caller, current_caller
+from foundry_checkpoint._store._backend import Caller
+from foundry_checkpoint._store._embedded import EmbeddedBackend
+from foundry_checkpoint._store._hosted import HostedBackend
+from foundry_checkpoint._store._sdk_local import SdkLocalBackend
 from foundry_checkpoint_maf import FoundryCheckpointStorage
 from tests._request import in_request
 from tests.conftest import StoreEnv
@@ -19,6 +20,18 @@ from tests.conftest import StoreEnv
 
 def request(call_id: str | None = None, user_id: str | None = None) -> AbstractContextManager[None]:
     return in_request(FoundryAgentRequestContext(call_id=call_id, user_id=user_id))
+
+
+_BACKENDS: dict[str, type[HostedBackend | EmbeddedBackend | SdkLocalBackend]] = {
+    "hosted": HostedBackend,
+    "local-sqlite": EmbeddedBackend,
+    "local-sdk": SdkLocalBackend,
+}
+
+
+def current_caller(kind: str, user_id: str | None = None) -> Caller:
+    """Who a call is for now on the built-in backend ``kind`` (as a core captures it)."""
+    return _BACKENDS[kind].caller(user_id, get_request_context())
 
 
 def test_hosted_caller_rule() -> None:
