@@ -18,6 +18,7 @@ import subprocess
 import sys
 import time
 import uuid
+from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -141,6 +142,19 @@ class Platform:
             "PORT",
         ):
             self.env.pop(name, None)
+
+    def settled_requests(self, **at_least: int) -> Counter[str]:
+        """The emulator's platform request counts once each reached its ``at_least`` count.
+
+        A host records a task's or response's end a few ms after the client reads
+        ``completed``, so counts read right then may miss it; this waits (up to 30 s).
+        """
+        deadline = time.monotonic() + 30.0
+        while True:
+            calls = self.emulator.platform_requests
+            if all(calls[name] >= n for name, n in at_least.items()) or time.monotonic() > deadline:
+                return calls
+            time.sleep(0.02)
 
     def start(self, target: str, *, apps: Path = APPS) -> Host:
         """Run ``module:app`` of ``apps`` (the samples) and wait until it is ready."""

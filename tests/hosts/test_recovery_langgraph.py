@@ -175,7 +175,7 @@ def test_the_sample_runs_unchanged_on_agent_environment(platform: Platform, kind
     expected = ["triage: a short request", "research: turn 1, 3 words", "reply 1: FILE THE CLAIM"]
     assert kind.answers(final) == (expected if kind.name == "responses" else expected[-1:])
 
-    calls = platform.emulator.platform_requests
+    calls = platform.settled_requests(update_task=1)
     assert calls["create_task"] == 1 and calls["update_task"] >= 1, calls
     if kind.name == "responses":  # the response store too
         assert calls["create_response"] == 1 and calls["update_response"] >= 1, calls

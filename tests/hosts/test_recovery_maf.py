@@ -181,8 +181,8 @@ async def test_sigkill_at_random_points_then_the_task_recovers_on_its_own(
         counts.repeated += len(repeated)
 
     if mode == "hosted":
-        calls = platform.emulator.platform_requests
         turns = KILLS + 2
+        calls = platform.settled_requests(delete_task=turns)
         # every turn's task was created once and removed once it completed
         assert calls["create_task"] == turns and calls["delete_task"] == turns, calls
     else:

@@ -43,7 +43,7 @@ def test_a_background_request_completes_with_the_platforms_defaults(platform: Pl
     ]
     assert texts == ["done: FILE THE CLAIM"]
 
-    calls = platform.emulator.platform_requests
+    calls = platform.settled_requests(delete_task=1)
     # the task was created with its lease and removed once the request completed
     assert calls["create_task"] == 1 and calls["delete_task"] == 1, calls
     assert calls["create_response"] >= 1 and calls["get_response"] + calls["update_response"] >= 1

@@ -50,7 +50,7 @@ def test_the_resilient_maf_workflow_sample(platform: Platform) -> None:
     assert final["status"] == "completed", final
     said = [p["text"] for i in final["output"] if i["type"] == "message" for p in i["content"]]
     assert said == ["filed: taxi 38 EUR -> 38"]
-    calls = platform.emulator.platform_requests
+    calls = platform.settled_requests(delete_task=1)
     assert calls["create_task"] == 1 and calls["delete_task"] == 1, calls
     assert calls["create_response"] == 1, calls
     assert host.get("bob", f"/responses/{response_id}").status_code == 404
