@@ -52,6 +52,12 @@ SECTIONS: dict[str, tuple[str, str, tuple[str, ...]]] = {
         ("memory", "file", "fc-local", "fc-sdk", "fc-hosted", "fh-hosted"),
     ),
     "hosted-threads": ("_threads", "threads", ("fc-hosted",)),
+    "lg-memory": ("_memory", "store", ("memory", "sqlite", "postgres", "fs-local", "fs-hosted")),
+    "lg-memory-search": (
+        "_memory",
+        "semantic",
+        ("memory", "sqlite", "postgres", "fs-local", "fs-hosted"),
+    ),
 }
 
 FULL: dict[str, dict[str, Any]] = {
@@ -71,6 +77,8 @@ FULL: dict[str, dict[str, Any]] = {
     "maf-run": {"supersteps": 100, "reps": 7, "payload": 1000},
     "maf-latest": {"sizes": [10, 100, 1_000], "reads": 10, "slow_reads": 3, "budget_s": 60},
     "hosted-threads": {"threads": 2000, "users": 20, "marks": [200, 1000, 2000]},
+    "lg-memory": {"sizes": [100, 10_000], "ops": 100, "handoff_calls": 2000},
+    "lg-memory-search": {"items": 10_000, "queries": 50},
 }
 
 QUICK: dict[str, dict[str, Any]] = {
@@ -90,6 +98,8 @@ QUICK: dict[str, dict[str, Any]] = {
     "maf-run": {"supersteps": 20, "reps": 1, "payload": 1000},
     "maf-latest": {"sizes": [10, 100], "reads": 3, "slow_reads": 1, "budget_s": 10},
     "hosted-threads": {"threads": 400, "users": 20, "marks": [100, 200, 400]},
+    "lg-memory": {"sizes": [100, 1_000], "ops": 20, "handoff_calls": 500},
+    "lg-memory-search": {"items": 1_000, "queries": 10},
 }
 
 

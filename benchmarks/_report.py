@@ -698,6 +698,12 @@ def _hosted_threads(results: dict[str, Any], scales: dict[str, Any], lines: list
     ]
 
 
+def _memory_store(results: dict[str, Any], scales: dict[str, Any], lines: list[str]) -> None:
+    from ._memory import report_lines  # imported here: it uses this module's helpers
+
+    report_lines(results, scales, lines)
+
+
 _SECTIONS: tuple[Callable[[dict[str, Any], dict[str, Any], list[str]], None], ...] = (
     _lg_chat,
     _lg_growth,
@@ -707,6 +713,7 @@ _SECTIONS: tuple[Callable[[dict[str, Any], dict[str, Any], list[str]], None], ..
     _maf_run,
     _maf_latest,
     _hosted_threads,
+    _memory_store,
 )
 
 
