@@ -24,6 +24,7 @@ The tree (a class in ``foundry_checkpoint_maf`` in brackets; ``+ X`` is a second
     ├── TypeBlockedError
     │   └── [CheckpointTypeBlockedError]       + WorkflowCheckpointException
     ├── UnreadableValueError                   + TypeError
+    ├── NonJsonValueError                      + TypeError
     ├── MissingBlobError
     ├── MissingDependencyError                 + ImportError
     ├── CrossUserMessageError
@@ -70,6 +71,7 @@ __all__ = [
     "IsolationRefusedError",
     "MissingBlobError",
     "MissingDependencyError",
+    "NonJsonValueError",
     "PayloadNotFoundError",
     "StoreBadRequestError",
     "StoreConflictError",
@@ -264,6 +266,21 @@ class UnreadableValueError(FoundryCheckpointError, TypeError):
         True
         >>> issubclass(UnreadableValueError, CorruptPayloadError)
         False
+    """
+
+
+class NonJsonValueError(FoundryCheckpointError, TypeError):
+    """A memory value handed to ``FoundryStore.put`` is not plain JSON.
+
+    Memory values are stored as JSON, so that whatever is stored reads back equal and decoding
+    never runs code. The message names the namespace, the key and the path of the first
+    offending value (a non-string key, NaN, a datetime, an object JSON cannot hold) and the
+    fix. Raised before anything of the batch is written. A ``TypeError``, as ``json.dumps``
+    raises for what it cannot encode.
+
+    Example:
+        >>> issubclass(NonJsonValueError, TypeError)
+        True
     """
 
 
