@@ -37,6 +37,7 @@ from .spill import LocalSpill, SpillStore
 
 if TYPE_CHECKING:
     from ._langgraph._saver import FoundryCheckpointer
+    from ._memory._store import FoundryStore
     from ._serde import StrictSerializer
     from .migrate import LangchainAzureSource, MigratingCheckpointer, acopy_thread, copy_thread
     from .spill import AzureBlobSpill
@@ -48,6 +49,7 @@ __all__ = [
     "CorruptPayloadError",
     "FoundryCheckpointError",
     "FoundryCheckpointer",
+    "FoundryStore",
     "GcReport",
     "InvalidArgumentError",
     "InvalidIdentifierError",
@@ -82,6 +84,15 @@ def __getattr__(name: str) -> Any:
                 raise ImportError(f"FoundryCheckpointer needs LangGraph: {hint}") from exc
             raise
         return FoundryCheckpointer
+    if name == "FoundryStore":
+        try:
+            from ._memory._store import FoundryStore
+        except ModuleNotFoundError as exc:  # pragma: no cover - depends on the install
+            if exc.name and exc.name.split(".")[0] == "langgraph":
+                hint = "pip install 'foundry-checkpoint[langgraph]'"
+                raise ImportError(f"FoundryStore needs LangGraph: {hint}") from exc
+            raise
+        return FoundryStore
     if name == "AzureBlobSpill":
         from .spill import AzureBlobSpill
 

@@ -1,0 +1,708 @@
+"""``FoundryStore``: LangGraph's long-term memory (``BaseStore``) on Foundry's state store.
+
+Design, in short (the mapping is in :mod:`._layout`):
+
+* all memory of one user is one store, ``<store_prefix>/default``, isolated per user; one item
+  per memory, its key built from the namespace and key, its namespace prefixes in tags;
+* ``get`` is one store call, ``put`` one (plus, the first time this process writes into a
+  namespace, the namespace index's entry), ``delete`` one;
+* ``search`` without a query lists keys by tags (the prefix, the declared tag fields) and
+  reads only the page: its cost grows with ``offset`` and ``limit``, not with the items under
+  the prefix. A filter the tags cannot answer is evaluated on each item read;
+* reads of a batch see the state before its writes, independent operations run concurrently;
+* one async implementation: sync faces block on the core's private loop, async ones await it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import contextlib
+import threading
+import time
+from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Final, cast
+
+from azure.ai.agentserver.core.storage import (
+    FoundryStorageNotFoundError,
+    FoundryStoragePreconditionError,
+    JSONObject,
+)
+from langgraph.store.base import (
+    BaseStore,
+    GetOp,
+    IndexConfig,
+    InvalidNamespaceError,
+    Item,
+    ListNamespacesOp,
+    MatchCondition,
+    Op,
+    PutOp,
+    Result,
+    SearchItem,
+    SearchOp,
+    TTLConfig,
+)
+
+from foundry_checkpoint.adapter import (
+    MAX_PAGE,
+    Call,
+    CoreOwner,
+    ItemKey,
+    LocalBackend,
+    Scope,
+    StoredItem,
+    bounded,
+    check_text,
+    new_core,
+)
+from foundry_checkpoint.errors import CorruptPayloadError, InvalidArgumentError
+
+from . import _layout
+from ._filter import matches, split
+from ._items import Record, decode, dump, encode, parse, timestamp
+from ._layout import (
+    EXPIRY_TAG,
+    KIND_TAG,
+    MAX_PREFIX_TAGS,
+    MAX_TAG_FIELDS,
+    MEMORY_KIND,
+    NAMESPACE_TAG,
+    expired,
+    expiry,
+    field_tag,
+    labels_of,
+    memory_key,
+    memory_tags,
+    memory_value,
+    prefix_tag,
+    prefix_tag_key,
+)
+
+if TYPE_CHECKING:
+    from azure.core.credentials_async import AsyncTokenCredential
+
+    from foundry_checkpoint.spill import SpillStore
+
+__all__ = ["FoundryStore"]
+
+_SCOPE: Final = None
+"""Every memory of a user lives in the core's default scope (``<store_prefix>/default``)."""
+_FIELD_RE_CHARS: Final = frozenset(
+    "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_.-"
+)
+_MAX_FIELD: Final = 62  # tag keys are at most 64 characters, "f." included
+_READ_CHUNK: Final = 16
+"""Items read at once while a filter is evaluated on read (at least)."""
+
+
+def _check_tag_fields(tag_fields: object) -> tuple[str, ...]:
+    if isinstance(tag_fields, str) or not isinstance(tag_fields, Iterable):
+        raise InvalidArgumentError(
+            f"tag_fields must be a sequence of field names, got {tag_fields!r}; "
+            "e.g. tag_fields=('kind',)"
+        )
+    fields = tuple(tag_fields)
+    for name in fields:
+        if (
+            not isinstance(name, str)
+            or not 1 <= len(name) <= _MAX_FIELD
+            or not set(name) <= _FIELD_RE_CHARS
+        ):
+            raise InvalidArgumentError(
+                f"tag_fields entry {name!r} must be a top-level field name of 1-{_MAX_FIELD} "
+                "characters of [A-Za-z0-9_.-] (it becomes a tag key); filter other fields "
+                "without declaring them"
+            )
+    if len(set(fields)) != len(fields):
+        raise InvalidArgumentError(f"tag_fields {fields!r} names a field twice")
+    if len(fields) > MAX_TAG_FIELDS:
+        raise InvalidArgumentError(
+            f"tag_fields names {len(fields)} fields; at most {MAX_TAG_FIELDS} fit an item's 16 "
+            "tags. Declare the ones filtered by equality most often; the rest are evaluated "
+            "on read"
+        )
+    return fields
+
+
+def _check_namespace(namespace: object, what: str, *, empty: bool) -> tuple[str, ...]:
+    if not isinstance(namespace, tuple):
+        raise InvalidNamespaceError(f"{what} must be a tuple of strings, got {namespace!r}")
+    if not namespace and not empty:
+        raise InvalidNamespaceError("Namespace cannot be empty.")
+    for label in namespace:
+        if not isinstance(label, str) or not label:
+            raise InvalidNamespaceError(
+                f"Invalid namespace label {label!r} found in {namespace}: labels must be "
+                "non-empty strings."
+            )
+        check_text(label, "namespace label")
+    return namespace
+
+
+def _check_ttl(ttl: object) -> float | None:
+    if ttl is None:
+        return None
+    if isinstance(ttl, bool) or not isinstance(ttl, int | float) or not ttl > 0:
+        raise InvalidArgumentError(
+            f"ttl must be a positive number of minutes or None (no expiry), got {ttl!r}"
+        )
+    return float(ttl)
+
+
+def _check_ttl_config(ttl: object) -> TTLConfig | None:
+    if ttl is None:
+        return None
+    if not isinstance(ttl, Mapping):
+        raise InvalidArgumentError(
+            f"ttl must be a TTLConfig dict, e.g. {{'default_ttl': 60}}, got {ttl!r}"
+        )
+    known = {"default_ttl", "refresh_on_read", "sweep_interval_minutes", "omit_expired"}
+    unknown = sorted(set(ttl) - known)
+    if unknown:
+        raise InvalidArgumentError(
+            f"ttl has unknown keys {unknown}; TTLConfig takes {sorted(known)}"
+        )
+    _check_ttl(ttl.get("default_ttl"))
+    interval = ttl.get("sweep_interval_minutes")
+    if interval is not None and (
+        isinstance(interval, bool) or not isinstance(interval, int | float) or not interval > 0
+    ):
+        raise InvalidArgumentError(
+            f"ttl['sweep_interval_minutes'] must be a positive number or None, got {interval!r}"
+        )
+    return cast(TTLConfig, dict(ttl))
+
+
+class _Candidate:
+    """One listed key of a search: whether the tags alone say it belongs to the result."""
+
+    __slots__ = ("key", "sure")
+
+    def __init__(self, key: ItemKey, sure: bool) -> None:
+        self.key = key
+        self.sure = sure
+
+
+class FoundryStore(CoreOwner, BaseStore):
+    """LangGraph long-term memory (a ``BaseStore``) on Azure AI Foundry's durable state store.
+
+    Pass it to ``builder.compile(store=...)`` (next to a
+    :class:`~foundry_checkpoint.FoundryCheckpointer`); nodes and tools reach it as
+    ``get_store()`` / ``runtime.store``. With no arguments it works everywhere: on a laptop the
+    memory lives in the embedded SQLite store under ``AGENTSERVER_STATE_ROOT``; inside a
+    Foundry-hosted agent in the hosted state store, isolated per end user (the request's own
+    identity, captured once per call, as the checkpointer does: one store object serves every
+    user). Sync (``put``/``get``/``search``...) and async (``aput``/``aget``...) faces both
+    work from any thread or event loop.
+
+    All memory of one user is one store, ``<store_prefix>/default``; each memory one item whose
+    tags hold its namespace prefixes, so ``search`` under a prefix and ``get``/``put``/
+    ``delete`` cost a few store calls however many memories exist (``docs/concepts/memory.md``
+    has the mapping and the costs). Values are JSON objects; anything else raises
+    :class:`~foundry_checkpoint.errors.NonJsonValueError` before anything is written. Values
+    over the 1 MB item limit go to the spill store, as checkpoints do.
+
+    Args:
+        store_prefix: first segment of the store name (default ``"langgraph-store"``).
+        credential: hosted mode only (default ``DefaultAzureCredential``).
+        endpoint: hosted mode only (default ``FOUNDRY_PROJECT_ENDPOINT``).
+        user_id: the end user to partition by outside a request (within a request the
+            request's own identity always wins; hosted mode needs ``trusted_delegation=True``).
+        trusted_delegation: declare this agent a trusted delegating caller.
+        item_ttl_seconds: the state store's own idle expiry of items, fixed when the store is
+            created and renewed only by writes (default ``-1``: long-term memory does not
+            expire unless asked; use ``ttl=`` for LangGraph's per-item TTL).
+        spill: where values over the item limit go (a
+            :class:`~foundry_checkpoint.spill.SpillStore`).
+        local_backend: ``"sqlite"`` (default) or ``"sdk"``.
+        index: LangGraph's ``IndexConfig`` for semantic search.
+        ttl: LangGraph's ``TTLConfig``: ``default_ttl`` (minutes), ``refresh_on_read``
+            (default True), ``sweep_interval_minutes`` (for :meth:`start_ttl_sweeper`).
+        tag_fields: up to 5 top-level value fields whose equality filters the store answers
+            from tags (``search(filter={"kind": "note"})`` then lists only matching items);
+            declare them from the first write on.
+        **client_kwargs: passed to the state-store client (e.g. ``connection_verify``).
+
+    Example:
+        >>> with FoundryStore() as store:
+        ...     store.put(("users", "ann"), "food", {"likes": "pizza", "n": 2})
+        ...     store.get(("users", "ann"), "food").value
+        ...     [item.key for item in store.search(("users",), filter={"n": {"$gte": 2}})]
+        {'likes': 'pizza', 'n': 2}
+        ['food']
+    """
+
+    supports_ttl: bool = True
+
+    def __init__(
+        self,
+        *,
+        store_prefix: str = "langgraph-store",
+        credential: AsyncTokenCredential | None = None,
+        endpoint: str | None = None,
+        user_id: str | None = None,
+        trusted_delegation: bool = False,
+        item_ttl_seconds: int = -1,
+        spill: SpillStore | None = None,
+        local_backend: LocalBackend = "sqlite",
+        index: IndexConfig | None = None,
+        ttl: TTLConfig | None = None,
+        tag_fields: Sequence[str] = (),
+        **client_kwargs: Any,
+    ) -> None:
+        fields = _check_tag_fields(tag_fields)
+        ttl_config = _check_ttl_config(ttl)
+        if index is not None:
+            raise InvalidArgumentError(
+                "index= (semantic search) is not available in this version of FoundryStore; "
+                "leave it unset"
+            )
+        self._core = new_core(locals(), scope_word="memory")
+        self._owns_core = True
+        self._tag_fields = fields
+        self.ttl_config = ttl_config
+        self.index_config = None
+        self._sweeper: threading.Thread | None = None
+        self._sweeper_stop = threading.Event()
+
+    @property
+    def tag_fields(self) -> tuple[str, ...]:
+        """The value fields whose equality filters are answered from tags."""
+        return self._tag_fields
+
+    def __repr__(self) -> str:
+        return f"FoundryStore({self._core.describe()}, tag_fields={self._tag_fields!r})"
+
+    def close(self) -> None:
+        """Stop the TTL sweeper, close the store clients and stop the private loop.
+
+        Idempotent; the store reopens on its next use.
+        """
+        self.stop_ttl_sweeper()
+        super().close()
+
+    async def aclose(self) -> None:
+        """Async form of :meth:`close` (never blocks the caller's loop)."""
+        await asyncio.to_thread(self.stop_ttl_sweeper)
+        await super().aclose()
+
+    # -- the batch faces ----------------------------------------------------------------------
+    def batch(self, ops: Iterable[Op]) -> list[Result]:
+        """Run ``ops`` (get, search, list_namespaces, put/delete) as one batch; their results.
+
+        Reads see the state before the batch's writes; of several writes to one item, the last
+        wins; independent operations run concurrently. Every value is checked before anything
+        is written. See :meth:`abatch`.
+        """
+        call = self._core.capture()
+        checked = self._prepare(ops)
+        return self._core.run(self._batch(checked), call=call)
+
+    async def abatch(self, ops: Iterable[Op]) -> list[Result]:
+        """Async form of :meth:`batch` (a batch that writes goes on if its caller is cancelled).
+
+        Example:
+            >>> import asyncio
+            >>> from langgraph.store.base import GetOp, PutOp
+            >>> async def demo() -> list[object]:
+            ...     async with FoundryStore() as store:
+            ...         return await store.abatch([
+            ...             PutOp(("docs",), "a", {"x": 1}), GetOp(("docs",), "a")])
+            >>> asyncio.run(demo())[1] is None  # the read saw the state before the write
+            True
+        """
+        call = self._core.capture()
+        checked = self._prepare(ops)
+        writes = any(isinstance(op, PutOp) for op in checked)
+        return await self._core.arun(self._batch(checked), shield=writes, call=call)
+
+    def _prepare(self, ops: Iterable[Op]) -> list[Op]:
+        """The ops, checked before any I/O (so a bad one leaves the store as it was)."""
+        out: list[Op] = []
+        for op in ops:
+            if isinstance(op, GetOp):
+                _check_namespace(op.namespace, "namespace", empty=True)
+                check_text(op.key, "key")
+            elif isinstance(op, SearchOp):
+                _check_namespace(op.namespace_prefix, "namespace_prefix", empty=True)
+            elif isinstance(op, ListNamespacesOp):
+                for condition in op.match_conditions or ():
+                    if condition.match_type not in ("prefix", "suffix"):
+                        raise ValueError(f"Unsupported match type: {condition.match_type}")
+            elif isinstance(op, PutOp):
+                _check_namespace(op.namespace, "namespace", empty=False)
+                check_text(op.key, "key")
+                if op.value is not None:
+                    dump(op.value, op.namespace, op.key)
+                    _check_ttl(op.ttl)
+            else:
+                raise ValueError(f"Unknown operation type: {type(op)}")
+            out.append(op)
+        return out
+
+    async def _batch(self, ops: list[Op]) -> list[Result]:
+        results: list[Result] = [None] * len(ops)
+        reads: list[tuple[int, Op]] = []
+        puts: dict[tuple[tuple[str, ...], str], PutOp] = {}
+        for i, op in enumerate(ops):
+            if isinstance(op, PutOp):
+                puts.pop((op.namespace, op.key), None)  # the last write wins, in its place
+                puts[(op.namespace, op.key)] = op
+            else:
+                reads.append((i, op))
+        if reads:
+            scope = await self._core.scope(_SCOPE, create=False)
+
+            async def read(op: Op) -> Result:
+                if scope is None:
+                    return [] if not isinstance(op, GetOp) else None
+                if isinstance(op, GetOp):
+                    return await self._get(scope, op)
+                if isinstance(op, SearchOp):
+                    return await self._search(scope, op)
+                return await self._list_namespaces(scope, cast(ListNamespacesOp, op))
+
+            answers = await asyncio.gather(*(read(op) for _, op in reads))
+            for (i, _), answer in zip(reads, answers, strict=True):
+                results[i] = answer
+        if puts:
+            writes = any(op.value is not None for op in puts.values())
+            scope = await self._core.scope(_SCOPE, create=writes)
+            if scope is not None:
+                await bounded(self._put(scope, op) for op in puts.values())
+        return results
+
+    # -- get ----------------------------------------------------------------------------------
+    async def _read(self, scope: Scope, key: str) -> tuple[StoredItem, Record] | None:
+        """A memory item and its checked fields; None when absent or expired."""
+        stored = await scope.store.get_item(key)
+        if stored is None:
+            return None
+        record = parse(stored)
+        if expired(record.expires, _layout.now()):
+            return None
+        return stored, record
+
+    async def _get(self, scope: Scope, op: GetOp) -> Item | None:
+        key = memory_key(op.namespace, op.key)
+        found = await self._read(scope, key)
+        if found is None:
+            return None
+        stored, record = found
+        if record.namespace != op.namespace or record.key != op.key:
+            raise CorruptPayloadError(
+                f"memory item {op.key!r} in namespace {op.namespace!r}: the stored item names "
+                f"{record.key!r} in {record.namespace!r} (it was changed outside "
+                "foundry-checkpoint); delete it and put it again",
+                store=scope.name,
+                key=key,
+            )
+        item = await self._item(scope, stored, record, Item)
+        if op.refresh_ttl:
+            await self._refresh(scope, stored, record)
+        return item
+
+    async def _item(
+        self, scope: Scope, stored: StoredItem, record: Record, kind: type[Item]
+    ) -> Item:
+        value = await decode(scope, stored, record)
+        # created_at is kept on update: the store keeps the item's created second, and the
+        # value's own (precise) one is the put that created the item only in that second.
+        created = record.created if int(record.created) == stored.created_at else None
+        return kind(
+            value=value,
+            key=record.key,
+            namespace=record.namespace,
+            created_at=timestamp(created if created is not None else float(stored.created_at)),
+            updated_at=timestamp(record.updated),
+        )
+
+    async def _refresh(self, scope: Scope, stored: StoredItem, record: Record) -> None:
+        """Move an item's expiry on read (one write; a lost race with a writer is ignored)."""
+        if record.ttl is None:
+            return
+        expires = expiry(record.ttl, _layout.now())
+        if expires == record.expires:
+            return
+        tags = dict(stored.tags or {})
+        tags[EXPIRY_TAG] = str(expires)
+        # written or deleted meanwhile: that write's expiry stands
+        with contextlib.suppress(FoundryStoragePreconditionError, FoundryStorageNotFoundError):
+            await scope.store.set_item(
+                stored.key,
+                cast(JSONObject, record.value(exp=expires)),
+                tags=tags,
+                if_match=stored.etag,
+            )
+
+    # -- put / delete ---------------------------------------------------------------------
+    async def _put(self, scope: Scope, op: PutOp) -> None:
+        key = memory_key(op.namespace, op.key)
+        if op.value is None:
+            await scope.store.delete_item(key)
+            return
+        payload = dump(op.value, op.namespace, op.key)
+        ttl = _check_ttl(op.ttl)
+        at = time.time()
+        expires = expiry(ttl, _layout.now())
+        fields = {
+            name: tag
+            for name in self._tag_fields
+            if (tag := field_tag(op.value.get(name))) is not None
+        }
+        tags = memory_tags(op.namespace, expires=expires, fields=fields)
+        meta = memory_value(
+            op.namespace, op.key, encoded={}, created=at, updated=at, ttl=ttl, expires=expires
+        )
+        encoded = await encode(scope, key, payload, tags=tags, meta=meta)
+        meta["v"] = encoded
+        await scope.store.set_item(key, cast(JSONObject, meta), tags=tags)
+
+    # -- search -----------------------------------------------------------------------------
+    async def _keys(
+        self, scope: Scope, tags: Mapping[str, str], first: int
+    ) -> AsyncIterator[ItemKey]:
+        """Every key carrying ``tags``, newest first, the first page of ``first`` keys."""
+        after: str | None = None
+        limit = max(1, min(first, MAX_PAGE))
+        while True:
+            page = await scope.store.list_keys(tags=tags, limit=limit, after=after, order="desc")
+            for key in page.keys:
+                yield key
+            if not page.has_more or not page.last_id or not page.keys:
+                return
+            after = page.last_id
+            limit = MAX_PAGE
+
+    @staticmethod
+    def _prefix_listing(prefix: tuple[str, ...]) -> tuple[dict[str, str], str | None]:
+        """The tags that list a prefix's items, and the prefix tag a key's ``n`` tag must
+        start with when the prefix is deeper than the prefix tags (else None)."""
+        tags = {KIND_TAG: MEMORY_KIND}
+        if not prefix:
+            return tags, None
+        depth = min(len(prefix), MAX_PREFIX_TAGS)
+        tags[prefix_tag_key(depth)] = prefix_tag(prefix[:depth])
+        return tags, prefix_tag(prefix) if len(prefix) > MAX_PREFIX_TAGS else None
+
+    @staticmethod
+    def _under(key: ItemKey, deep: str | None) -> bool | None:
+        """Whether ``key`` lies under the deep prefix ``deep`` by its ``n`` tag (None: the tag
+        was hashed, read the item to know)."""
+        if deep is None:
+            return True
+        ns = (key.tags or {}).get(NAMESPACE_TAG, "")
+        if ns.startswith("!") or deep.startswith("!"):
+            return None
+        return ns == deep or ns.startswith(deep + "/")
+
+    async def _search(self, scope: Scope, op: SearchOp) -> list[SearchItem]:
+        prefix = op.namespace_prefix
+        offset, limit = max(op.offset, 0), op.limit
+        if limit <= 0:
+            return []
+        field_tags, rest = split(op.filter, self._tag_fields)
+        tags, deep = self._prefix_listing(prefix)
+        tags.update(field_tags)
+        at = _layout.now()
+        results: list[SearchItem] = []
+        skipped = 0
+        window: list[_Candidate] = []
+
+        async def flush() -> bool:
+            """Read the window's items in order; True when the page is full."""
+            nonlocal skipped
+            found = await bounded(self._read(scope, c.key.key) for c in window)
+            ready: list[tuple[StoredItem, Record]] = []
+            for got in found:
+                if got is None:
+                    continue
+                stored, record = got
+                if record.namespace[: len(prefix)] != prefix:
+                    continue
+                value = await decode(scope, stored, record) if rest else None
+                if value is not None and not matches(value, rest):
+                    continue
+                if skipped < offset:
+                    skipped += 1
+                    continue
+                ready.append(got)
+                if len(ready) + len(results) >= limit:
+                    break
+            window.clear()
+            items = await bounded(self._item(scope, s, r, SearchItem) for s, r in ready)
+            results.extend(cast(list[SearchItem], items))
+            if op.refresh_ttl:
+                await bounded(self._refresh(scope, s, r) for s, r in ready)
+            return len(results) >= limit
+
+        sure_filter = not rest
+        first = offset + limit if sure_filter else MAX_PAGE
+        async for key in self._keys(scope, tags, first):
+            if expired((key.tags or {}).get(EXPIRY_TAG), at):
+                continue
+            under = self._under(key, deep)
+            if under is False:
+                continue
+            sure = sure_filter and under is True
+            if sure and not window and skipped < offset:
+                skipped += 1
+                continue
+            window.append(_Candidate(key, sure))
+            need = limit - len(results) + max(offset - skipped, 0)
+            full = len(window) >= (need if sure_filter else max(need, _READ_CHUNK))
+            if full and await flush():
+                return results
+        if window:
+            await flush()
+        return results
+
+    # -- list_namespaces (from a listing of every item's tags) ----------------------------
+    async def _namespaces(self, scope: Scope) -> set[tuple[str, ...]]:
+        at = _layout.now()
+        found: set[tuple[str, ...]] = set()
+        hashed: list[ItemKey] = []
+        async for key in self._keys(scope, {KIND_TAG: MEMORY_KIND}, MAX_PAGE):
+            tags = key.tags or {}
+            if expired(tags.get(EXPIRY_TAG), at):
+                continue
+            labels = labels_of(tags.get(NAMESPACE_TAG, "!"))
+            if labels is None:
+                hashed.append(key)
+            else:
+                found.add(labels)
+        for got in await bounded(self._read(scope, key.key) for key in hashed):
+            if got is not None:
+                found.add(got[1].namespace)
+        return found
+
+    async def _list_namespaces(self, scope: Scope, op: ListNamespacesOp) -> list[tuple[str, ...]]:
+        namespaces: Iterable[tuple[str, ...]] = await self._namespaces(scope)
+        for condition in op.match_conditions or ():
+            namespaces = [ns for ns in namespaces if _does_match(condition, ns)]
+        if op.max_depth is not None:
+            namespaces = {ns[: op.max_depth] for ns in namespaces}
+        ordered = sorted(namespaces)
+        return ordered[op.offset : op.offset + op.limit]
+
+    # -- TTL ----------------------------------------------------------------------------------
+    def sweep_ttl(self) -> int:
+        """Delete this user's expired memories; returns how many. See :meth:`asweep_ttl`."""
+        call = self._core.capture()
+        return self._core.run(self._sweep(call), call=call)
+
+    async def asweep_ttl(self) -> int:
+        """Delete the current user's expired memories (their ``ttl`` passed); how many.
+
+        Expired memories are never returned anyway; the sweep frees their space. It lists keys
+        by tags alone (one call per 100 memories) and deletes each expired one (one call each;
+        one refreshed meanwhile is kept). It sweeps the partition of the call's identity (the
+        request's user, else ``user_id=``).
+
+        Example:
+            >>> import asyncio
+            >>> async def demo() -> int:
+            ...     async with FoundryStore() as store:
+            ...         return await store.asweep_ttl()
+            >>> asyncio.run(demo())
+            0
+        """
+        call = self._core.capture()
+        return await self._core.arun(self._sweep(call), shield=True, call=call)
+
+    async def _sweep(self, call: Call) -> int:
+        del call  # the identity is the running call's (captured by the face)
+        scope = await self._core.scope(_SCOPE, create=False)
+        if scope is None:
+            return 0
+        at = _layout.now()
+        doomed = [
+            key
+            async for key in self._keys(scope, {KIND_TAG: MEMORY_KIND}, MAX_PAGE)
+            if expired((key.tags or {}).get(EXPIRY_TAG), at)
+        ]
+
+        async def drop(key: ItemKey) -> int:
+            try:
+                await scope.store.delete_item(key.key, if_match=key.etag)
+            except (FoundryStoragePreconditionError, FoundryStorageNotFoundError):
+                return 0  # refreshed or deleted meanwhile
+            return 1
+
+        return sum(await bounded(drop(key) for key in doomed))
+
+    def start_ttl_sweeper(
+        self, sweep_interval_minutes: int | None = None
+    ) -> concurrent.futures.Future[None]:
+        """Sweep expired memories every ``sweep_interval_minutes`` (default: the ``ttl``
+        config's) on a background thread, until :meth:`stop_ttl_sweeper` or :meth:`close`.
+
+        The thread sweeps the partition of ``user_id=`` (or the process's own identity): in a
+        host serving many users, call :meth:`sweep_ttl` within each user's requests instead.
+        Returns a future that completes when the sweeper stops (at once when there is nothing
+        to sweep: no ``ttl`` config and no interval).
+
+        Example:
+            >>> store = FoundryStore(ttl={"default_ttl": 60, "sweep_interval_minutes": 5})
+            >>> done = store.start_ttl_sweeper()
+            >>> store.stop_ttl_sweeper(timeout=5)
+            True
+            >>> store.close()
+        """
+        future: concurrent.futures.Future[None] = concurrent.futures.Future()
+        interval = sweep_interval_minutes
+        if interval is None and self.ttl_config:
+            interval = self.ttl_config.get("sweep_interval_minutes")
+        if interval is None or interval <= 0:
+            future.set_result(None)
+            return future
+        if self._sweeper is not None and self._sweeper.is_alive():
+            raise InvalidArgumentError("the TTL sweeper is already running; stop it first")
+        self._sweeper_stop.clear()
+        stop = self._sweeper_stop
+        seconds = float(interval) * 60
+
+        def loop() -> None:
+            try:
+                while not stop.wait(seconds):
+                    try:
+                        self.sweep_ttl()
+                    except Exception:
+                        continue
+            finally:
+                future.set_result(None)
+
+        self._sweeper = threading.Thread(target=loop, name="foundry-store-ttl", daemon=True)
+        self._sweeper.start()
+        return future
+
+    def stop_ttl_sweeper(self, timeout: float | None = None) -> bool:
+        """Stop the TTL sweeper thread; True when it stopped (or was not running).
+
+        Example:
+            >>> FoundryStore().stop_ttl_sweeper()
+            True
+        """
+        thread = self._sweeper
+        if thread is None or not thread.is_alive():
+            return True
+        self._sweeper_stop.set()
+        thread.join(timeout)
+        stopped = not thread.is_alive()
+        if stopped:
+            self._sweeper = None
+        return stopped
+
+
+def _does_match(condition: MatchCondition, namespace: tuple[str, ...]) -> bool:
+    """InMemoryStore's ``_does_match``: a namespace against a prefix or suffix condition
+    (``"*"`` matches any label)."""
+    path = condition.path
+    if len(namespace) < len(path):
+        return False
+    if condition.match_type == "prefix":
+        pairs = zip(namespace, path, strict=False)
+    else:
+        pairs = zip(reversed(namespace), reversed(path), strict=False)
+    return all(p == "*" or k == p for k, p in pairs)
