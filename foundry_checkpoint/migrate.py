@@ -37,6 +37,12 @@ one inside that user's request, before the graph runs (see ``docs/migrating.md``
 :class:`MigratingCheckpointer` do it when the graph first reads the thread (for hosts that run
 the graph themselves).
 
+**Long-term memory.** :func:`copy_store` (and :func:`acopy_store`) copies the items of a
+LangGraph ``BaseStore`` (``PostgresStore``, ``SqliteStore``, ``InMemoryStore``, another
+``FoundryStore``) into another, namespace, key and value kept, and each item's TTL where the
+source keeps one; a key the target already has is left alone. ``foundry-checkpoint copy
+--store`` calls it.
+
 Example:
     >>> from langgraph.checkpoint.memory import InMemorySaver
     >>> from foundry_checkpoint import FoundryCheckpointer
@@ -53,11 +59,13 @@ import base64
 import binascii
 import builtins
 import hashlib
-from collections.abc import Iterable, Iterator, Mapping
+import json
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final, cast
 
 from langgraph.checkpoint.base import BaseCheckpointSaver, CheckpointTuple
+from langgraph.store.base import BaseStore, GetOp, PutOp
 
 from ._core import CheckpointCore
 from ._langgraph._saver import FoundryCheckpointer
@@ -77,8 +85,10 @@ __all__ = [
     "CheckpointRef",
     "LangchainAzureSource",
     "MigratingCheckpointer",
+    "acopy_store",
     "acopy_thread",
     "copy_checkpoint",
+    "copy_store",
     "copy_thread",
     "lc_store_name",
     "plan_copy",
@@ -93,6 +103,8 @@ _READ_ONLY: Final = (
     "a FoundryCheckpointer (copy_thread; with the CLI, foundry-lc: is a --from only)"
 )
 _CHECKPOINT_TAGS: Final = {"kind": "checkpoint"}
+STORE_PAGE: Final = 100
+"""Items :func:`copy_store` reads from the source, and looks up in the target, per round."""
 
 
 def lc_store_name(prefix: str, thread_id: str) -> str:
@@ -583,3 +595,211 @@ class MigratingCheckpointer(FoundryCheckpointer):
         close = getattr(self.legacy, "close", None)
         if callable(close):
             await asyncio.to_thread(close)
+
+
+# -- long-term memory (BaseStore) -----------------------------------------------------------------
+
+StoreRow = tuple[tuple[str, ...], str, dict[str, Any], float | None]
+"""One item of a source store: namespace, key, value, TTL in minutes (None: none known)."""
+
+
+def copy_store(
+    source: BaseStore,
+    target: BaseStore,
+    *,
+    namespace_prefix: Sequence[str] = (),
+    progress: Callable[[int, int], None] | None = None,
+) -> int:
+    """Copy every item of ``source`` (under ``namespace_prefix``) into ``target``.
+
+    Each item keeps its namespace, key and value. Its TTL is kept where the source keeps one
+    per item (``SqliteStore`` and ``PostgresStore``: the ``ttl_minutes`` of the item, read from
+    their ``store`` table); it counts from the copy, as any write restarts it. Items without a
+    known TTL get the target's ``default_ttl`` (none unless its ``ttl`` config sets one).
+    Expired items that the source has not swept yet are not copied. ``created_at`` and
+    ``updated_at`` become the time of the copy (``BaseStore.put`` takes no timestamps).
+
+    A key the target already has is left alone (never overwritten: it may have changed there
+    since), so running the copy again copies nothing twice and costs one look-up per item.
+    The source is read :data:`STORE_PAGE` items at a time, without refreshing its TTLs; each
+    page costs one batch of look-ups in the target and one batch of puts of what is missing
+    (a ``FoundryStore`` runs the operations of a batch concurrently). ``SqliteStore`` and
+    ``PostgresStore`` sources are read from their table in key order; any other store through
+    ``search`` pages (``offset``), with the keys seen kept so that no item is copied twice.
+
+    Args:
+        source: The store to copy from.
+        target: The store to copy into (a ``FoundryStore``).
+        namespace_prefix: Only the items whose namespace starts with these labels.
+        progress: Called after each page with the items examined and copied so far.
+
+    Returns:
+        How many items were copied (0: the target had them all, or the source is empty).
+
+    Raises:
+        InvalidArgumentError: ``source`` is ``target``, the prefix is not a tuple of strings,
+            or an item has a TTL and ``target`` does not support TTLs (``supports_ttl``);
+            the pages before that one are copied.
+
+    Example:
+        >>> from langgraph.store.memory import InMemoryStore
+        >>> old, new = InMemoryStore(), InMemoryStore()
+        >>> old.put(("users", "ann"), "prefs", {"theme": "dark"})
+        >>> copy_store(old, new), copy_store(old, new)
+        (1, 0)
+        >>> new.get(("users", "ann"), "prefs").value
+        {'theme': 'dark'}
+    """
+    prefix = _namespace_prefix(namespace_prefix)
+    if source is target:
+        raise InvalidArgumentError("copy_store needs two different stores: source is target")
+    examined = copied = 0
+    for page in _store_pages(source, prefix):
+        found = target.batch([GetOp(ns, key, refresh_ttl=False) for ns, key, _, _ in page])
+        puts = [
+            PutOp(ns, key, value, ttl=_target_ttl(target, ttl, ns, key))
+            for (ns, key, value, ttl), have in zip(page, found, strict=True)
+            if have is None
+        ]
+        if puts:
+            target.batch(puts)
+        examined += len(page)
+        copied += len(puts)
+        if progress is not None:
+            progress(examined, copied)
+    return copied
+
+
+async def acopy_store(
+    source: BaseStore,
+    target: BaseStore,
+    *,
+    namespace_prefix: Sequence[str] = (),
+    progress: Callable[[int, int], None] | None = None,
+) -> int:
+    """:func:`copy_store` from async code: it runs in a worker thread with the caller's
+    context (a request's identity), never blocking the loop; an async store
+    (``AsyncPostgresStore``, ``AsyncSqliteStore``) is fine as either side there.
+
+    Example:
+        >>> import asyncio
+        >>> from langgraph.store.memory import InMemoryStore
+        >>> old = InMemoryStore()
+        >>> old.put(("docs",), "d1", {"text": "hello"})
+        >>> asyncio.run(acopy_store(old, InMemoryStore()))
+        1
+    """
+    return await asyncio.to_thread(
+        copy_store, source, target, namespace_prefix=namespace_prefix, progress=progress
+    )
+
+
+def _namespace_prefix(labels: Sequence[str]) -> tuple[str, ...]:
+    if isinstance(labels, str) or not all(isinstance(label, str) and label for label in labels):
+        raise InvalidArgumentError(
+            f"namespace_prefix must be a tuple of non-empty strings, got {labels!r}"
+        )
+    return tuple(labels)
+
+
+def _target_ttl(target: BaseStore, ttl: float | None, ns: tuple[str, ...], key: str) -> Any:
+    """The ``ttl`` of the put into ``target``: the source item's, else the target's default."""
+    if ttl is None:
+        return (target.ttl_config or {}).get("default_ttl")
+    if not target.supports_ttl:
+        raise InvalidArgumentError(
+            f"item {key!r} of namespace {list(ns)!r} has a TTL of {ttl:g} minutes and the target "
+            f"({type(target).__name__}) does not support TTLs: copy into a store that does (a "
+            "FoundryStore), or drop the TTLs in the source first. The earlier pages are copied."
+        )
+    return ttl
+
+
+def _store_pages(source: BaseStore, prefix: tuple[str, ...]) -> Iterator[list[StoreRow]]:
+    """The source's live items under ``prefix``, :data:`STORE_PAGE` at a time."""
+    dialect = _sql_dialect(source)
+    if dialect is not None:
+        yield from _table_pages(source, dialect, prefix)
+        return
+    seen: set[tuple[tuple[str, ...], str]] = set()
+    offset = 0
+    while True:
+        items = source.search(prefix, limit=STORE_PAGE, offset=offset, refresh_ttl=False)
+        page: list[StoreRow] = []
+        for item in items:
+            ident = (tuple(item.namespace), item.key)
+            if ident not in seen:
+                seen.add(ident)
+                page.append((ident[0], item.key, item.value, None))
+        if page:
+            yield page
+        if len(items) < STORE_PAGE:
+            return
+        offset += len(items)
+
+
+def _sql_dialect(source: BaseStore) -> str | None:
+    """``"sqlite"`` or ``"postgres"`` for the sync stores whose table is read directly."""
+    try:
+        from langgraph.store.sqlite import SqliteStore
+    except ImportError:  # pragma: no cover - langgraph-checkpoint-sqlite is optional
+        pass
+    else:
+        if isinstance(source, SqliteStore):
+            return "sqlite"
+    try:
+        from langgraph.store.postgres import PostgresStore
+    except ImportError:  # pragma: no cover - langgraph-checkpoint-postgres is optional
+        pass
+    else:
+        if isinstance(source, PostgresStore):
+            return "postgres"
+    return None
+
+
+#: A page of a LangGraph SQL store's table, in (prefix, key) order after a (prefix, key).
+#: ``prefix`` is the namespace's labels joined by ``.`` (labels never hold one). Live rows
+#: only, by the store's own sweep rule (``expires_at < CURRENT_TIMESTAMP`` is expired).
+_TABLE_PAGE_SQL: Final = """
+SELECT prefix, key, value, ttl_minutes FROM store
+WHERE (expires_at IS NULL OR expires_at >= {now})
+  AND (prefix, key) > ({p}, {p}){within}
+ORDER BY prefix, key
+LIMIT {p}
+"""
+_WITHIN_SQL: Final = "\n  AND (prefix = {p} OR substr(prefix, 1, {p}) = {p})"
+
+
+def _table_pages(
+    source: BaseStore, dialect: str, prefix: tuple[str, ...]
+) -> Iterator[list[StoreRow]]:
+    p, now = ("?", "CURRENT_TIMESTAMP") if dialect == "sqlite" else ("%s", "NOW()")
+    within = _WITHIN_SQL.format(p=p) if prefix else ""
+    sql = _TABLE_PAGE_SQL.format(p=p, now=now, within=within)
+    text = ".".join(prefix)
+    loads = getattr(source, "_deserializer", None) or json.loads
+    after = ("", "")
+    while True:
+        params: list[Any] = [*after]
+        if prefix:
+            params += [text, len(text) + 1, text + "."]
+        params.append(STORE_PAGE)
+        # SqliteStore's and PostgresStore's own cursor (their lock, their connection pool)
+        with source._cursor() as cur:  # type: ignore[attr-defined]
+            cur.execute(sql, params)
+            rows = cur.fetchall()
+        page: list[StoreRow] = []
+        for row in rows:
+            ns_text, key, raw, ttl = (
+                (row["prefix"], row["key"], row["value"], row["ttl_minutes"])
+                if isinstance(row, Mapping)
+                else tuple(row)
+            )
+            value = raw if isinstance(raw, dict) else loads(raw)
+            page.append((tuple(ns_text.split(".")), key, value, None if ttl is None else ttl))
+        if page:
+            yield page
+        if len(rows) < STORE_PAGE:
+            return
+        last = rows[-1]
+        after = (last["prefix"], last["key"]) if isinstance(last, Mapping) else (last[0], last[1])

@@ -1,4 +1,4 @@
-"""Saver URIs and the thread copy behind ``foundry-checkpoint copy``.
+"""Saver and store URIs and the copies behind ``foundry-checkpoint copy``.
 
 A URI names a LangGraph checkpoint saver:
 
@@ -22,7 +22,17 @@ writes kept, in order). Only ids are held in memory, so a large database copies 
 memory per checkpoint (:func:`foundry_checkpoint.migrate.plan_copy` and
 :func:`~foundry_checkpoint.migrate.copy_checkpoint`).
 
+With ``--store`` the URIs name LangGraph long-term memory stores (``BaseStore``) instead, and
+the copy is :func:`foundry_checkpoint.migrate.copy_store`:
+
+* ``sqlite:PATH``: a ``SqliteStore`` on the file ``PATH``;
+* ``postgres:DSN``: a ``PostgresStore`` on ``DSN``;
+* ``foundry-store`` or ``foundry-store:PREFIX``: a :class:`~foundry_checkpoint.FoundryStore`
+  with that ``store_prefix`` (default: the CLI's ``--prefix``, else ``langgraph-store``).
+
 Example:
+    >>> parse_store_uri("foundry-store")
+    SaverUri(scheme='foundry-store', target='')
     >>> parse_uri("sqlite:old.db")
     SaverUri(scheme='sqlite', target='old.db')
     >>> parse_uri("foundry")
@@ -41,16 +51,20 @@ from ..errors import InvalidArgumentError
 
 if TYPE_CHECKING:
     from langgraph.checkpoint.base import BaseCheckpointSaver
+    from langgraph.store.base import BaseStore
 
 __all__ = [
     "CopyError",
     "SaverUri",
     "open_saver",
+    "open_store",
+    "parse_store_uri",
     "parse_uri",
 ]
 
 _SCHEMES = ("sqlite", "postgres", "foundry", "foundry-lc")
-_OPTIONAL_TARGET = ("foundry", "foundry-lc")
+_OPTIONAL_TARGET = ("foundry", "foundry-lc", "foundry-store")
+_STORE_SCHEMES = ("sqlite", "postgres", "foundry-store")
 
 
 class CopyError(InvalidArgumentError):
@@ -86,6 +100,8 @@ def parse_uri(uri: str) -> SaverUri:
         SaverUri(scheme='foundry-lc', target='')
     """
     scheme, _, target = uri.partition(":")
+    if scheme == "foundry-store":
+        raise CopyError(f"{uri!r} names a memory store (FoundryStore): copy stores with --store")
     if scheme not in _SCHEMES:
         raise CopyError(
             f"unknown saver URI {uri!r}: use sqlite:PATH, postgres:DSN, foundry[:PREFIX] or "
@@ -94,6 +110,82 @@ def parse_uri(uri: str) -> SaverUri:
     if scheme not in _OPTIONAL_TARGET and not target:
         raise CopyError(f"saver URI {uri!r} needs a target after '{scheme}:'")
     return SaverUri(scheme, target)
+
+
+def parse_store_uri(uri: str) -> SaverUri:
+    """Split a ``--store`` URI: ``sqlite:PATH``, ``postgres:DSN`` or ``foundry-store[:PREFIX]``.
+
+    Raises:
+        CopyError: an unknown scheme (``foundry`` names a checkpointer: the hint says
+            ``foundry-store``), or an empty target (an ``InvalidArgumentError``).
+
+    Example:
+        >>> parse_store_uri("foundry-store:memories").target
+        'memories'
+        >>> parse_store_uri("foundry")  # doctest: +ELLIPSIS
+        Traceback (most recent call last):
+        foundry_checkpoint.cli._copy.CopyError: unknown store URI 'foundry': with --store, ...
+    """
+    scheme, _, target = uri.partition(":")
+    if scheme not in _STORE_SCHEMES:
+        raise CopyError(
+            f"unknown store URI {uri!r}: with --store, use sqlite:PATH, postgres:DSN or "
+            "foundry-store[:PREFIX] (a FoundryStore)"
+        )
+    if scheme not in _OPTIONAL_TARGET and not target:
+        raise CopyError(f"store URI {uri!r} needs a target after '{scheme}:'")
+    return SaverUri(scheme, target)
+
+
+@contextlib.contextmanager
+def open_store(
+    uri: SaverUri, *, role: str, foundry: Callable[[str | None], BaseStore]
+) -> Iterator[BaseStore]:
+    """Open the store ``uri`` names (from :func:`parse_store_uri`); ``role`` is ``"source"``
+    or ``"destination"``.
+
+    A SQLite source must exist; a SQLite or Postgres store gets its tables created
+    (``setup()``, which a source needs too: it migrates an older schema). ``foundry`` builds
+    the ``FoundryStore`` from the prefix (None: the CLI's default).
+
+    Raises:
+        CopyError: a SQLite source that does not exist, or the store's package is missing.
+    """
+    if uri.scheme == "foundry-store":
+        store = foundry(uri.target or None)
+        try:
+            yield store
+        finally:
+            close = getattr(store, "close", None)
+            if callable(close):
+                close()
+        return
+    if uri.scheme == "sqlite":
+        try:
+            from langgraph.store.sqlite import SqliteStore
+        except ImportError as exc:
+            raise CopyError(
+                "sqlite: URIs need langgraph-checkpoint-sqlite: "
+                "pip install langgraph-checkpoint-sqlite"
+            ) from exc
+        if role == "source" and not os.path.isfile(uri.target):
+            raise CopyError(f"source database {uri.target!r} does not exist")
+        if role == "destination":
+            _create_private(uri.target)
+        with SqliteStore.from_conn_string(uri.target) as sqlite_store:
+            sqlite_store.setup()
+            yield sqlite_store
+        return
+    try:
+        from langgraph.store.postgres import PostgresStore
+    except ImportError as exc:
+        raise CopyError(
+            "postgres: URIs need langgraph-checkpoint-postgres: "
+            "pip install 'langgraph-checkpoint-postgres' 'psycopg[binary]'"
+        ) from exc
+    with PostgresStore.from_conn_string(uri.target) as pg_store:
+        pg_store.setup()
+        yield pg_store
 
 
 @contextlib.contextmanager
