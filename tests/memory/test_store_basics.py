@@ -3,12 +3,27 @@
 from __future__ import annotations
 
 import asyncio
+import base64
+import os
+import re
 from collections.abc import Callable
+from datetime import datetime, timezone
+from typing import Any
 
 import pytest
-from langgraph.store.base import GetOp, ListNamespacesOp, PutOp, SearchOp
+from langgraph.store.base import GetOp, InvalidNamespaceError, ListNamespacesOp, PutOp, SearchOp
 
 from foundry_checkpoint import FoundryStore
+from foundry_checkpoint._memory import _layout
+from foundry_checkpoint._memory._layout import memory_key
+from foundry_checkpoint.errors import (
+    CorruptPayloadError,
+    InvalidArgumentError,
+    InvalidIdentifierError,
+    NonJsonValueError,
+)
+from tests._counting_store import CountingStore
+from tests._request import in_request
 
 
 def test_put_get_search_delete_sync(memory_store: FoundryStore) -> None:
@@ -109,3 +124,257 @@ def test_awkward_keys_and_labels(memory_store: FoundryStore, key: str) -> None:
     assert got is not None and got.value == {"k": key} and got.key == key
     assert [i.key for i in memory_store.search(namespace)] == [key]
     assert memory_store.list_namespaces(prefix=("a/b",)) == [namespace]
+
+
+# -- errors ---------------------------------------------------------------------------------
+@pytest.mark.parametrize(
+    "value",
+    [
+        {"when": datetime.now(timezone.utc)},
+        {"tags": {"a", "b"}},
+        {"n": float("nan")},
+        {"n": [1, float("inf")]},
+        {1: "non-string key"},
+        {"s": "\ud800"},
+        ["not", "a", "dict"],
+    ],
+)
+def test_a_value_that_is_not_json_is_refused_before_anything_is_written(
+    memory_store: FoundryStore, value: Any
+) -> None:
+    with pytest.raises(NonJsonValueError) as raised:
+        memory_store.batch([PutOp(("ok",), "first", {"v": 1}), PutOp(("bad",), "k", value)])
+    assert isinstance(raised.value, TypeError)
+    assert "Nothing was written" in str(raised.value) and "'k'" in str(raised.value)
+    assert memory_store.get(("ok",), "first") is None
+    assert memory_store.list_namespaces() == []
+
+
+@pytest.mark.parametrize(
+    ("tag_fields", "fragment"),
+    [
+        ("kind", "sequence of field names"),
+        (("a", "b", "c", "d", "e", "f"), "at most 5"),
+        (("bad key",), "[A-Za-z0-9_.-]"),
+        (("x" * 63,), "1-62"),
+        (("a", "a"), "twice"),
+        ((1,), "field name"),
+    ],
+)
+def test_bad_tag_fields_are_refused(
+    make_memory_store: Callable[..., FoundryStore], tag_fields: Any, fragment: str
+) -> None:
+    with pytest.raises(InvalidArgumentError, match=re.escape(fragment)) as raised:
+        make_memory_store(tag_fields=tag_fields)
+    assert isinstance(raised.value, ValueError)
+
+
+@pytest.mark.parametrize(
+    "ttl",
+    [{"default_ttl": 0}, {"default_ttl": "1"}, {"sweep": 1}, {"sweep_interval_minutes": -1}, 5],
+)
+def test_bad_ttl_config_is_refused(
+    make_memory_store: Callable[..., FoundryStore], ttl: Any
+) -> None:
+    with pytest.raises(InvalidArgumentError):
+        make_memory_store(ttl=ttl)
+
+
+def test_bad_ops_are_refused(memory_store: FoundryStore) -> None:
+    with pytest.raises(ValueError, match="Unknown operation type"):
+        memory_store.batch(["not an op"])  # type: ignore[list-item]
+    with pytest.raises(InvalidNamespaceError):
+        memory_store.batch([PutOp((), "k", {"v": 1})])
+    with pytest.raises(InvalidNamespaceError):
+        memory_store.batch([GetOp(("a", 1), "k")])  # type: ignore[arg-type]
+    with pytest.raises(InvalidArgumentError):
+        memory_store.put(("a",), "k", {"v": 1}, ttl=-1)
+    with pytest.raises(InvalidIdentifierError):
+        memory_store.get(("a",), "\ud800")
+
+
+def test_a_tampered_item_is_a_typed_error(memory_store: FoundryStore) -> None:
+    memory_store.put(("n",), "k", {"v": 1})
+    core = memory_store._core
+
+    async def rewrite() -> None:
+        scope = await core.scope(None)
+        await scope.store.set_item(memory_key(("n",), "k"), {"ns": "n", "key": 1})
+
+    core.run(rewrite())
+    with pytest.raises(CorruptPayloadError):
+        memory_store.get(("n",), "k")
+
+
+# -- TTL ------------------------------------------------------------------------------------
+class _Clock:
+    def __init__(self) -> None:
+        self.at = 1_900_000_000.0
+
+    def now(self) -> float:
+        return self.at
+
+
+@pytest.fixture
+def clock(monkeypatch: pytest.MonkeyPatch) -> _Clock:
+    clock = _Clock()
+    monkeypatch.setattr(_layout, "now", clock.now)
+    return clock
+
+
+def test_ttl_expiry_refresh_and_sweep(
+    make_memory_store: Callable[..., FoundryStore], clock: _Clock
+) -> None:
+    store = make_memory_store(ttl={"default_ttl": 1})  # minutes
+    assert store.supports_ttl and store.ttl_config == {"default_ttl": 1}
+    store.put(("t",), "default", {"v": 1})
+    store.put(("t",), "long", {"v": 2}, ttl=10)
+    store.put(("t",), "never", {"v": 3}, ttl=None)
+    clock.at += 50
+    assert store.get(("t",), "default") is not None  # refreshed on read: expires at +110
+    assert store.get(("t",), "long", refresh_ttl=False) is not None
+    clock.at += 50  # +100: "default" lives on, refreshed
+    assert {i.key for i in store.search(("t",), refresh_ttl=False)} == {"default", "long", "never"}
+    clock.at += 15  # +115: "default" expired (refreshed at +50 only: search did not refresh)
+    assert store.get(("t",), "default") is None
+    assert {i.key for i in store.search(("t",))} == {"long", "never"}
+    clock.at += 600  # +715: "long" expired too (search at +115 refreshed it to +715)
+    assert store.get(("t",), "long") is None
+    assert store.list_namespaces() == [("t",)]
+    assert store.sweep_ttl() == 2
+    assert store.sweep_ttl() == 0
+    got = store.get(("t",), "never")
+    assert got is not None and got.value == {"v": 3}
+
+
+def test_expired_namespaces_are_not_listed(memory_store: FoundryStore, clock: _Clock) -> None:
+    memory_store.put(("gone",), "k", {"v": 1}, ttl=1)
+    memory_store.put(("kept",), "k", {"v": 1})
+    assert memory_store.list_namespaces() == [("gone",), ("kept",)]
+    clock.at += 61
+    assert memory_store.list_namespaces() == [("kept",)]
+    assert memory_store.search(("gone",)) == []
+
+
+def test_ttl_sweeper_thread(make_memory_store: Callable[..., FoundryStore]) -> None:
+    store = make_memory_store(ttl={"default_ttl": 1, "sweep_interval_minutes": 1})
+    done = store.start_ttl_sweeper()
+    assert not done.done()
+    assert store.stop_ttl_sweeper(timeout=10)
+    done.result(timeout=10)
+    idle = make_memory_store()
+    assert idle.start_ttl_sweeper().done()  # nothing to sweep on: done at once
+
+
+# -- spill ----------------------------------------------------------------------------------
+def test_a_value_over_the_item_limit_spills_and_reads_back(memory_store: FoundryStore) -> None:
+    blob = base64.b64encode(os.urandom(900_000)).decode()  # 1.2 MB of JSON
+    memory_store.put(("big",), "k", {"blob": blob, "n": 1})
+    got = memory_store.get(("big",), "k")
+    assert got is not None and got.value == {"blob": blob, "n": 1}
+    assert [i.value["n"] for i in memory_store.search(("big",))] == [1]
+
+
+# -- store calls ----------------------------------------------------------------------------
+async def _counting(store: FoundryStore) -> CountingStore:
+    core = store._core
+    scope = await core.arun(core.scope(None))
+    counting = CountingStore(scope.store)
+    scope.store = counting
+    return counting
+
+
+async def test_store_calls_of_get_put_delete(memory_store: FoundryStore) -> None:
+    await memory_store.aput(("c",), "first", {"v": 0})  # the namespace's first put
+    calls = await _counting(memory_store)
+    await memory_store.aput(("c",), "k", {"v": 1})
+    assert calls.calls == {"set_item": 1}
+    calls.calls.clear()
+    assert await memory_store.aget(("c",), "k") is not None
+    assert calls.calls == {"get_item": 1}
+    calls.calls.clear()
+    await memory_store.adelete(("c",), "k")
+    assert calls.calls == {"delete_item": 1}
+    calls.calls.clear()
+    await memory_store.abatch([GetOp(("c",), "first"), GetOp(("c",), "k"), GetOp(("d",), "x")])
+    assert calls.calls == {"get_item": 3}
+
+
+async def _fill(store: FoundryStore, prefix: tuple[str, ...], count: int) -> None:
+    ops = [PutOp((*prefix, f"s{i % 7}"), f"k{i}", {"i": i}) for i in range(count)]
+    for start in range(0, count, 1000):
+        await store.abatch(ops[start : start + 1000])
+
+
+@pytest.mark.slow
+async def test_a_search_page_costs_the_same_at_10_and_10000_items(
+    make_memory_store: Callable[..., FoundryStore],
+) -> None:
+    counts = []
+    for size in (10, 10_000):
+        store = make_memory_store(store_prefix=f"count{size}")
+        await _fill(store, ("big",), size)
+        await store.aput(("other",), "k", {"i": -1})
+        calls = await _counting(store)
+        page = await store.asearch(("big",), limit=10)
+        assert len(page) == 10 and all(i.namespace[0] == "big" for i in page)
+        counts.append(dict(calls.calls))
+        calls.calls.clear()
+        second = await store.asearch(("big",), limit=10, offset=10)
+        assert len(second) == min(10, size - 10)
+        assert not {(i.namespace, i.key) for i in page} & {(i.namespace, i.key) for i in second}
+    assert counts[0] == counts[1] == {"list_keys": 1, "get_item": 10}
+
+
+async def test_tag_fields_serve_equality_filters(
+    make_memory_store: Callable[..., FoundryStore],
+) -> None:
+    tagged = make_memory_store(tag_fields=("kind",), store_prefix="tagged")
+    plain = make_memory_store(store_prefix="plain")
+    for store in (tagged, plain):
+        ops = [
+            PutOp(("m",), f"k{i}", {"kind": "note" if i % 10 == 0 else "other", "i": i})
+            for i in range(50)
+        ]
+        await store.abatch(ops)
+    reads = []
+    for store in (tagged, plain):
+        calls = await _counting(store)
+        found = await store.asearch(("m",), filter={"kind": "note"}, limit=10)
+        assert sorted(i.value["i"] for i in found) == [0, 10, 20, 30, 40]
+        same = await store.asearch(("m",), filter={"kind": {"$eq": "note"}, "i": {"$gte": 20}})
+        assert sorted(i.value["i"] for i in same) == [20, 30, 40]
+        reads.append(calls.calls["get_item"])
+    assert reads[0] == 5 + 5  # only the items that carry the tag are read
+    assert reads[1] == 50 + 50  # evaluated on read: every item under the prefix
+    # 1, 1.0 and True are equal in a filter, as in InMemoryStore
+    await tagged.aput(("eq",), "a", {"kind": 1})
+    await tagged.aput(("eq",), "b", {"kind": True})
+    await tagged.aput(("eq",), "c", {"kind": "1"})
+    assert sorted(i.key for i in await tagged.asearch(("eq",), filter={"kind": 1.0})) == ["a", "b"]
+
+
+# -- identity -------------------------------------------------------------------------------
+async def test_one_store_serves_each_request_its_own_users_memory(
+    store_env: Any, make_memory_store: Callable[..., FoundryStore]
+) -> None:
+    from azure.ai.agentserver.core import FoundryAgentRequestContext
+
+    store = make_memory_store()
+
+    async def request(user: str) -> None:
+        context = FoundryAgentRequestContext(call_id=store_env.call_id(user), user_id=user)
+        with in_request(context):
+            await store.aput(("prefs",), "name", {"user": user})
+            got = await store.aget(("prefs",), "name")
+            assert got is not None and got.value == {"user": user}
+            assert [i.value for i in await store.asearch(("prefs",))] == [{"user": user}]
+
+    await asyncio.gather(*(request(f"user-{i}") for i in range(5)))
+    for i in range(5):
+        context = FoundryAgentRequestContext(
+            call_id=store_env.call_id(f"user-{i}"), user_id=f"user-{i}"
+        )
+        with in_request(context):
+            got = store.get(("prefs",), "name")
+            assert got is not None and got.value == {"user": f"user-{i}"}
