@@ -1,0 +1,540 @@
+"""Semantic search of the memory store (``foundry_checkpoint._memory._vectors``).
+
+The vector index is driven here as the store drives it: ``embed_puts`` for a batch of puts, the
+item written with its own vectors (``"vec"``), then ``upsert``/``remove`` of its page entry;
+``search`` reads candidates back through ``read``. The items of these tests are minimal records
+of the same shape (namespace, key, value, packed vectors) in the core's memory scope, in both
+store modes. Every answer is compared with LangGraph's ``InMemoryStore`` given the same index
+config and the same deterministic embedding (``tests/memory/_embeddings.py``): keys, values and
+scores (to 1e-9), best first; the scoreless items that fill a short page as a set (InMemoryStore
+takes them in insertion order, the pages in theirs).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import random
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from typing import Any
+
+import pytest
+from langgraph.store.base import IndexConfig, Item, PutOp, SearchItem, SearchOp
+from langgraph.store.memory import InMemoryStore
+
+from foundry_checkpoint._memory import _vectors
+from foundry_checkpoint._memory._vectors import (
+    Readback,
+    VectorIndex,
+    labels_tag,
+    pack_vectors,
+)
+from foundry_checkpoint.adapter import COMMON_ARGUMENTS, CheckpointCore, Scope, item_key, new_core
+from foundry_checkpoint.errors import InvalidArgumentError
+from tests._counting_store import CountingStore
+from tests.conftest import StoreEnv
+from tests.memory._embeddings import HashingEmbeddings
+
+Namespace = tuple[str, ...]
+
+WORDS = (
+    "apple",
+    "banana",
+    "cherry",
+    "grape",
+    "lemon",
+    "mango",
+    "olive",
+    "peach",
+    "pear",
+    "plum",
+    "river",
+    "ocean",
+    "mountain",
+    "forest",
+    "desert",
+    "valley",
+    "city",
+    "village",
+    "road",
+    "bridge",
+    "castle",
+    "tower",
+    "garden",
+    "meadow",
+    "storm",
+    "rain",
+    "snow",
+    "wind",
+    "python",
+    "rust",
+    "java",
+    "kotlin",
+    "swift",
+    "ruby",
+    "perl",
+    "haskell",
+    "scala",
+    "julia",
+    "cat",
+    "dog",
+    "horse",
+    "eagle",
+    "shark",
+    "whale",
+    "tiger",
+    "lion",
+    "wolf",
+    "bear",
+    "red",
+    "blue",
+    "green",
+    "yellow",
+    "black",
+    "white",
+    "silver",
+    "golden",
+    "quiet",
+    "loud",
+)
+
+
+def _text(rng: random.Random, words: int = 6) -> str:
+    return " ".join(rng.choice(WORDS) for _ in range(words))
+
+
+class _Items:
+    """Minimal memory items in a scope: what ``read`` gives the index (value and vectors)."""
+
+    def __init__(self, scope: Scope) -> None:
+        self.scope = scope
+        self.reads = 0
+
+    @staticmethod
+    def key_of(namespace: Namespace, key: str) -> str:
+        return item_key("t", *namespace, key)
+
+    async def put(
+        self, namespace: Namespace, key: str, value: dict[str, Any], vec: Mapping[str, str] | None
+    ) -> None:
+        record: dict[str, Any] = {"ns": list(namespace), "key": key, "v": value, "c": time.time()}
+        if vec:
+            record["vec"] = dict(vec)
+        await self.scope.store.set_item(self.key_of(namespace, key), record)
+
+    async def delete(self, namespace: Namespace, key: str) -> None:
+        await self.scope.store.delete_item(self.key_of(namespace, key))
+
+    async def read(self, namespace: Namespace, key: str) -> Readback:
+        self.reads += 1
+        stored = await self.scope.store.get_item(self.key_of(namespace, key))
+        if stored is None:
+            return None
+        at = datetime.fromtimestamp(stored.value["c"], timezone.utc)
+        item = Item(
+            value=stored.value["v"], key=key, namespace=namespace, created_at=at, updated_at=at
+        )
+        return item, stored.value.get("vec")
+
+
+@dataclass
+class Pair:
+    """``VectorIndex`` on a scope (with its minimal items) beside ``InMemoryStore``."""
+
+    index: VectorIndex
+    items: _Items
+    ref: InMemoryStore
+    embeddings: HashingEmbeddings
+    calls: CountingStore
+    order: list[tuple[Namespace, str]] = field(default_factory=list)
+
+    @property
+    def scope(self) -> Scope:
+        return self.items.scope
+
+    async def put(self, ops: Sequence[PutOp]) -> None:
+        """Apply ``ops`` (one batch) to both, as the store would: embed, item, page."""
+        self.ref.batch(list(ops))
+        vectors = await self.index.embed_puts(ops)
+        last = {(op.namespace, op.key): op for op in ops}
+        for (namespace, key), op in last.items():
+            if op.value is None:
+                await self.items.delete(namespace, key)
+                await self.index.remove(self.scope, namespace, key)
+                continue
+            vec = vectors[(namespace, key)]
+            await self.items.put(namespace, key, dict(op.value), pack_vectors(vec))
+            await self.index.upsert(self.scope, namespace, key, vec)
+
+    async def search(
+        self,
+        prefix: Namespace,
+        query: str,
+        *,
+        filter: dict[str, Any] | None = None,
+        limit: int = 10,
+        offset: int = 0,
+    ) -> list[SearchItem]:
+        op = SearchOp(prefix, filter, limit, offset, query)
+
+        def matches(item: Item) -> bool:
+            return all(item.value.get(k) == v for k, v in (filter or {}).items())
+
+        return await self.index.search(self.scope, op, self.items.read, matches)
+
+    async def check(
+        self,
+        prefix: Namespace,
+        query: str,
+        *,
+        filter: dict[str, Any] | None = None,
+        limit: int = 10,
+        offset: int = 0,
+    ) -> list[SearchItem]:
+        """Search both; assert the same answer (module docstring); ours returned."""
+        ours = await self.search(prefix, query, filter=filter, limit=limit, offset=offset)
+        ref = self.ref.search(prefix, query=query, filter=filter, limit=limit, offset=offset)
+        (our_scores, our_names), (ref_scores, ref_names) = _scored(ours), _scored(ref)
+        assert our_scores == pytest.approx(ref_scores, abs=1e-9), (prefix, query)
+        assert our_names == ref_names, (prefix, query)
+        assert _scoreless(ours) == _scoreless(ref)
+        scores = [r.score for r in ours if r.score is not None]
+        assert scores == sorted(scores, reverse=True)
+        for got in ours:
+            assert got.value == self.ref.get(got.namespace, got.key).value  # type: ignore[union-attr]
+        return ours
+
+
+def _scored(results: Sequence[SearchItem]) -> tuple[list[float], set[Any]]:
+    """The scores, best first, and the names of the scored results strictly between the first
+    and the last score (the tied items at either end of a page may be any of the tied ones:
+    every such answer is right)."""
+    scores = [r.score for r in results if r.score is not None]
+    low, high = min(scores, default=0.0), max(scores, default=0.0)
+    names = {
+        (r.namespace, r.key)
+        for r in results
+        if r.score is not None and low + 1e-9 < r.score < high - 1e-9
+    }
+    return sorted(scores, reverse=True), names
+
+
+def _scoreless(results: Sequence[SearchItem]) -> set[tuple[Namespace, str]]:
+    return {(r.namespace, r.key) for r in results if r.score is None}
+
+
+@pytest.fixture
+def core(store_env: StoreEnv) -> Iterator[CheckpointCore]:
+    """A core as FoundryStore builds one (its scope ``None`` is the memory store)."""
+    given = store_env.kwargs()
+    arguments: dict[str, Any] = {
+        "store_prefix": f"{store_env.prefix}-mem",
+        "credential": None,
+        "endpoint": None,
+        "user_id": None,
+        "trusted_delegation": False,
+        "item_ttl_seconds": -1,
+        "spill": None,
+        "local_backend": "sqlite",
+    }
+    arguments.update({k: v for k, v in given.items() if k in COMMON_ARGUMENTS})
+    arguments["client_kwargs"] = {k: v for k, v in given.items() if k not in COMMON_ARGUMENTS}
+    made = new_core(arguments, scope_word="memory")
+    yield made
+    made.close()
+
+
+@pytest.fixture
+def pair_factory(core: CheckpointCore) -> Callable[..., Any]:
+    """A coroutine function: ``await make(dims=..., fields=...)`` -> :class:`Pair` (run inside
+    ``core.arun``: the scope belongs to the core's loop)."""
+
+    async def make(dims: int = 64, fields: Sequence[str] | None = ("text",)) -> Pair:
+        embeddings = HashingEmbeddings(dims)
+        config: IndexConfig = {"dims": dims, "embed": embeddings}
+        if fields is not None:
+            config["fields"] = list(fields)
+        scope = await core.scope(None)
+        counting = CountingStore(scope.store)
+        scope.store = counting
+        ref_config: IndexConfig = {"dims": dims, "embed": HashingEmbeddings(dims)}
+        if fields is not None:
+            ref_config["fields"] = list(fields)
+        return Pair(
+            VectorIndex(config),
+            _Items(scope),
+            InMemoryStore(index=ref_config),
+            embeddings,
+            counting,
+        )
+
+    return make
+
+
+def run(core: CheckpointCore, body: Callable[[], Any]) -> Any:
+    """Run the coroutine ``body()`` on the core's loop."""
+    return core.run(body())
+
+
+def _corpus(rng: random.Random, namespaces: Sequence[Namespace], n: int) -> list[PutOp]:
+    ops = []
+    for i in range(n):
+        ns = namespaces[i % len(namespaces)]
+        value: dict[str, Any] = {"text": _text(rng), "kind": rng.choice("ab"), "i": i}
+        if i % 7 == 0:
+            value["tags"] = [_text(rng, 2), _text(rng, 2)]
+        ops.append(PutOp(ns, f"k{i}", value))
+    return ops
+
+
+def test_same_answers_as_inmemorystore(core: CheckpointCore, pair_factory: Any) -> None:
+    """Prefixes, filters, offsets, several vectors per item (max pooling), items put without
+    vectors (the scoreless fill of a short page), updates and deletes."""
+
+    async def body() -> None:
+        rng = random.Random(7)
+        pair = await pair_factory(fields=["text", "tags[*]"])
+        namespaces = [("docs", "a"), ("docs", "b"), ("docs", "b", "deep"), ("other",)]
+        ops = _corpus(rng, namespaces, 60)
+        for start in range(0, len(ops), 20):
+            await pair.put(ops[start : start + 20])
+        await pair.put(
+            [
+                PutOp(("docs", "a"), "plain", {"text": "apple banana", "kind": "a"}, index=False),
+                PutOp(("docs", "a"), "notext", {"kind": "a"}),
+                PutOp(("docs", "b"), "k3", {"text": "storm rain snow", "kind": "b"}),
+                PutOp(("docs", "a"), "k4", None),
+            ]
+        )
+        queries = [_text(rng, 3) for _ in range(6)] + ["apple banana", "storm rain snow"]
+        for query in queries:
+            for prefix in [(), ("docs",), ("docs", "b"), ("docs", "b", "deep"), ("none",)]:
+                await pair.check(prefix, query)
+            await pair.check(("docs",), query, filter={"kind": "a"}, limit=5, offset=3)
+            await pair.check(("docs", "a"), query, limit=4, offset=12)
+        # a short page: every scored item, then the scoreless ones (offset not applied to them)
+        got = await pair.check(("docs", "a"), "apple", filter={"kind": "a"}, limit=50)
+        assert {("docs", "a")} == {r.namespace for r in got}
+        assert _scoreless(got) == {(("docs", "a"), "plain"), (("docs", "a"), "notext")}
+        got = await pair.check(("docs", "a"), "apple", filter={"kind": "a"}, limit=5, offset=40)
+        assert len(got) == 2 and all(r.score is None for r in got)
+
+    run(core, body)
+
+
+def test_embed_puts_embeds_a_batch_in_one_call(core: CheckpointCore, pair_factory: Any) -> None:
+    async def body() -> None:
+        pair = await pair_factory(fields=["text", "tags[*]"])
+        ops = [
+            PutOp(("n",), "a", {"text": "red apple", "tags": ["x y", "red apple"]}),
+            PutOp(("n",), "b", {"text": "blue river"}),
+            PutOp(("n",), "b", {"text": "green field"}),  # the last put to a key wins
+            PutOp(("n",), "c", {"text": "not indexed"}, index=False),
+            PutOp(("n",), "d", {"other": "no field"}),
+            PutOp(("n",), "e", {"title": "by put"}, index=["title"]),
+            PutOp(("n",), "f", None),
+        ]
+        out = await pair.index.embed_puts(ops)
+        assert pair.embeddings.document_calls == 1
+        assert set(out) == {(("n",), k) for k in "abcde"}
+        assert sorted(out[("n",), "a"]) == ["tags[*].0", "tags[*].1", "text"]
+        assert out[("n",), "a"]["text"] == out[("n",), "a"]["tags[*].1"]
+        assert out[("n",), "b"]["text"] == pair.embeddings.embed_query("green field")
+        assert out[("n",), "c"] == {} and out[("n",), "d"] == {}
+        assert list(out[("n",), "e"]) == ["title"]
+        assert await pair.index.embed_puts([PutOp(("n",), "c", {"x": 1}, index=False)]) == {
+            (("n",), "c"): {}
+        }
+        assert pair.embeddings.document_calls == 1  # nothing to embed: no call
+
+    run(core, body)
+
+
+def test_whole_value_is_the_default_field(core: CheckpointCore, pair_factory: Any) -> None:
+    async def body() -> None:
+        pair = await pair_factory(fields=None)
+        rng = random.Random(3)
+        await pair.put(
+            [PutOp(("w",), f"k{i}", {"a": _text(rng), "b": {"c": _text(rng)}}) for i in range(30)]
+        )
+        for _ in range(5):
+            await pair.check(("w",), _text(rng, 3), limit=7)
+
+    run(core, body)
+
+
+def test_wrong_dims_are_refused(core: CheckpointCore, pair_factory: Any) -> None:
+    async def body() -> None:
+        pair = await pair_factory(dims=16)
+        wrong = VectorIndex({"dims": 8, "embed": HashingEmbeddings(16), "fields": ["text"]})
+        with pytest.raises(InvalidArgumentError, match="dims=8"):
+            await wrong.embed_puts([PutOp(("n",), "a", {"text": "x"})])
+        with pytest.raises(InvalidArgumentError, match="dims=16"):
+            await pair.index.upsert(pair.scope, ("n",), "a", {"text": [1.0, 2.0]})
+
+    run(core, body)
+
+
+def _pages(pair: Pair) -> Any:
+    async def listed() -> list[Any]:
+        return await _vectors._list_all(pair.scope, {"k": "v"})
+
+    return listed()
+
+
+def test_pages_split_stay_prefix_free_and_answer_exactly(
+    core: CheckpointCore, pair_factory: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Small pages: a namespace's items spread over many pages, each under the budget, whose
+    buckets form a prefix-free code; answers still InMemoryStore's; a delete empties pages."""
+    monkeypatch.setattr(_vectors, "PAGE_BUDGET", 2_500)
+
+    async def body() -> None:
+        rng = random.Random(11)
+        pair = await pair_factory(dims=32)
+        ops = _corpus(rng, [("s",)], 150)
+        for start in range(0, len(ops), 25):
+            await pair.put(ops[start : start + 25])
+        listed = await _pages(pair)
+        buckets = [str(k.tags["b"]) for k in listed]
+        assert len(buckets) >= 6
+        assert not [(a, b) for a in buckets for b in buckets if a != b and b.startswith(a)]
+        entries = 0
+        for listed_key in listed:
+            stored = await pair.scope.store.get_item(listed_key.key)
+            size = len(json.dumps(stored.value, separators=(",", ":")))
+            assert size <= 2_500
+            assert listed_key.tags["n"] == labels_tag(("s",)) and listed_key.tags["p1"] == "s"
+            entries += len(stored.value["k"])
+        assert entries == 150
+        for _ in range(6):
+            await pair.check(("s",), _text(rng, 3))
+            await pair.check(("s",), _text(rng, 3), filter={"kind": "b"}, limit=3, offset=5)
+        await pair.put([PutOp(("s",), f"k{i}", None) for i in range(150)])
+        assert await _pages(pair) == []
+        assert await pair.search(("s",), "apple") == []
+
+    run(core, body)
+
+
+def test_query_costs_grow_with_pages_not_items(core: CheckpointCore, pair_factory: Any) -> None:
+    """2,000 items in one namespace: a query lists the pages (1 call), reads each (1 call) and
+    reads about ``limit`` items; a put costs a listing, a page read and a page write."""
+
+    async def body() -> None:
+        rng = random.Random(5)
+        pair = await pair_factory(dims=64)
+        ops = _corpus(rng, [("big",)], 2000)
+        vectors = await pair.index.embed_puts(ops)
+        for op in ops:
+            await pair.items.put(
+                op.namespace,
+                op.key,
+                dict(op.value or {}),
+                pack_vectors(vectors[(op.namespace, op.key)]),
+            )
+        packed = {op.key: pack_vectors(vectors[(op.namespace, op.key)]) for op in ops}
+        assert await pair.index.repair(pair.scope, ("big",), packed) == 2000
+        pages = len(await _pages(pair))
+        pair.ref.batch(ops)
+        for _ in range(5):
+            pair.calls.calls.clear()
+            pair.items.reads = 0
+            await pair.check(("big",), _text(rng, 3), limit=10)
+            listing_and_pages = pair.calls.calls["list_keys"] + pair.calls.calls["get_item"]
+            assert pair.calls.calls["list_keys"] == 1
+            assert pair.calls.calls["get_item"] == pages + pair.items.reads
+            assert 10 <= pair.items.reads <= 20, pair.items.reads
+            assert listing_and_pages <= 1 + pages + 20
+        pair.calls.calls.clear()
+        await pair.put([PutOp(("big",), "k1", {"text": "brand new words", "kind": "a"})])
+        assert pair.calls.calls == {"list_keys": 1, "get_item": 1, "set_item": 2}  # item + page
+
+    run(core, body)
+
+
+def test_concurrent_puts_to_one_page_all_land(core: CheckpointCore, pair_factory: Any) -> None:
+    """Page updates are read + compare-and-set: racing puts retry, none is lost."""
+
+    async def body() -> None:
+        pair = await pair_factory(dims=16)
+        rng = random.Random(2)
+        ops = [PutOp(("race",), f"k{i}", {"text": _text(rng)}) for i in range(24)]
+        vectors = await pair.index.embed_puts(ops)
+        pair.ref.batch(ops)
+        for op in ops:
+            await pair.items.put(
+                op.namespace,
+                op.key,
+                dict(op.value or {}),
+                pack_vectors(vectors[(op.namespace, op.key)]),
+            )
+        await asyncio.gather(
+            *(
+                pair.index.upsert(pair.scope, op.namespace, op.key, vectors[(op.namespace, op.key)])
+                for op in ops
+            )
+        )
+        listed = await _pages(pair)
+        stored = await pair.scope.store.get_item(listed[0].key)
+        assert len(listed) == 1 and sorted(stored.value["k"]) == sorted(op.key for op in ops)
+        await pair.check(("race",), "apple river", limit=30)
+
+    run(core, body)
+
+
+def test_stale_pages_are_hints_and_repair_rebuilds_them(
+    core: CheckpointCore, pair_factory: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A crash between an item's write and its page's: a deleted item's entry is dropped by the
+    query, a re-put item is scored from its own vectors, an item whose entry was never written
+    is missed until ``repair``; an interrupted split's parent page is shadowed, then removed."""
+    monkeypatch.setattr(_vectors, "PAGE_BUDGET", 1_500)
+
+    async def body() -> None:
+        rng = random.Random(9)
+        pair = await pair_factory(dims=32)
+        ops = _corpus(rng, [("h",)], 40)
+        await pair.put(ops)
+        # "crashes": item changes whose page updates never happened
+        pair.ref.delete(("h",), "k1")
+        await pair.items.delete(("h",), "k1")
+        new = PutOp(("h",), "k2", {"text": "silver whale golden eagle", "kind": "a", "i": 2})
+        pair.ref.batch([new])
+        vec = (await pair.index.embed_puts([new]))[("h",), "k2"]
+        await pair.items.put(("h",), "k2", dict(new.value or {}), pack_vectors(vec))
+        await pair.check(("h",), str((ops[2].value or {})["text"]), limit=5)  # its old text
+        await pair.check(("h",), _text(rng, 3), limit=40)
+        lost = PutOp(("h",), "lost", {"text": "quiet tiger loud lion", "kind": "b"})
+        pair.ref.batch([lost])
+        vec = (await pair.index.embed_puts([lost]))[("h",), "lost"]
+        await pair.items.put(("h",), "lost", dict(lost.value or {}), pack_vectors(vec))
+        found = await pair.search(("h",), "quiet tiger loud lion", limit=3)
+        assert "lost" not in [r.key for r in found]
+        # an interrupted split: the parent page is back beside its children
+        listed = await _pages(pair)
+        assert len(listed) >= 2
+        root = _vectors._Page(("h",), "r", 32)
+        for listed_key in listed:
+            stored = await pair.scope.store.get_item(listed_key.key)
+            root.entries.update(_vectors._Page.from_json(stored.value, None).entries)
+        root.entries["k1"] = root.entries["k0"]
+        await _vectors._create(pair.scope, root)
+        await pair.check(("h",), _text(rng, 3), limit=12)
+        # repair from the items themselves
+        items = {}
+        for key in [op.key for op in ops] + ["lost"]:
+            readback = await pair.items.read(("h",), key)
+            if readback is not None:
+                items[key] = readback[1]
+        assert await pair.index.repair(pair.scope, ("h",), items) >= 3
+        buckets = [str(k.tags["b"]) for k in await _pages(pair)]
+        assert "r" not in buckets
+        found = await pair.check(("h",), "quiet tiger loud lion", limit=3)
+        assert found[0].key == "lost"
+        assert await pair.index.repair(pair.scope, ("h",), items) == 0
+
+    run(core, body)
