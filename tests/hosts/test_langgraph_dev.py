@@ -120,9 +120,11 @@ class DevServer:
 
 @pytest.fixture
 def serve(langgraph_cli: Path, tmp_path: Path) -> Iterator[Any]:
-    """Start ``langgraph dev`` on a copy of the project (``serve()`` again: a restart)."""
-    project = tmp_path / "project"
-    shutil.copytree(PROJECT, project)
+    """Start ``langgraph dev`` on a project (``serve()`` again: a restart).
+
+    The project's files are copied once into ``tmp_path`` (the server keeps its own records of
+    threads and runs, and its default store, in the folder it runs in: ``.langgraph_api``).
+    """
     env = {
         key: value
         for key, value in os.environ.items()
@@ -136,7 +138,10 @@ def serve(langgraph_cli: Path, tmp_path: Path) -> Iterator[Any]:
     )
     servers: list[DevServer] = []
 
-    def start() -> DevServer:
+    def start(source: Path = PROJECT) -> DevServer:
+        project = tmp_path / "project"
+        if not project.exists():
+            shutil.copytree(source, project, ignore=shutil.ignore_patterns("__pycache__"))
         server = DevServer(langgraph_cli, project, env, tmp_path / "server.log")
         servers.append(server)
         return server
@@ -178,3 +183,83 @@ def test_langgraph_dev_serves_threads_on_our_saver_across_a_restart(
     assert "BlockingError" not in log and "Blocking call" not in log
     assert "--allow-blocking, which allows" not in log  # the check was armed
     assert (tmp_path / "state" / "foundry_checkpoint" / "state.sqlite3").is_file()
+
+
+SAMPLE = ROOT / "samples" / "langgraph_server"
+
+
+def test_langgraph_dev_serves_the_sample_on_our_saver_and_store(
+    serve: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The sample's ``langgraph.json`` unchanged: threads on our saver, memories in our store."""
+    server = serve(SAMPLE)
+    client = get_sync_client(url=server.url)
+    thread_id = client.threads.create()["thread_id"]
+    paused = client.runs.wait(thread_id, "agent", input={"topic": "tea"})
+    assert isinstance(paused, dict), paused
+    assert paused["notes"] == ["draft 1 on tea"]
+    assert paused["__interrupt__"][0]["value"] == "approve the draft?"
+    # The server's store API, on our store.
+    client.store.put_item(["prefs", "alice"], "drink", {"likes": "tea", "cups": 3})
+    client.store.put_item(["prefs", "alice"], "food", {"likes": "rice", "cups": 0})
+    client.store.put_item(["prefs", "bob"], "drink", {"likes": "coffee", "cups": 1})
+    assert client.store.get_item(["prefs", "alice"], "drink")["value"]["likes"] == "tea"
+    found = client.store.search_items(["prefs"], filter={"cups": {"$gte": 1}})["items"]
+    assert sorted(i["namespace"][1] + "/" + i["key"] for i in found) == [
+        "alice/drink",
+        "bob/drink",
+    ]
+    spaces = client.store.list_namespaces(prefix=["prefs"])["namespaces"]
+    assert sorted(spaces) == [["prefs", "alice"], ["prefs", "bob"]]
+    client.store.delete_item(["prefs", "alice"], "food")
+
+    server.stop()
+    # The server's own default store lives in its folder; drop it: ours must not need it.
+    for pickle in (tmp_path / "project" / ".langgraph_api").glob("store*.pckl"):
+        pickle.unlink()
+    server = serve(SAMPLE)  # a new process: checkpoints and memories come back from our stores
+    client = get_sync_client(url=server.url)
+    assert client.threads.get_state(thread_id)["next"] == ["review"]
+    done = client.runs.wait(thread_id, "agent", command={"resume": "ok"})
+    assert done == {"topic": "tea", "notes": ["draft 1 on tea", "review:ok"]}
+    history = client.threads.get_history(thread_id)
+    assert len(history) >= 4
+    assert history[0]["values"] == {"topic": "tea", "notes": ["draft 1 on tea", "review:ok"]}
+    assert history[0]["next"] == []
+    # The memory the graph wrote (get_store() in a sync node), read through the server.
+    memory = client.store.get_item(["approved", "tea"], thread_id)
+    assert memory["value"] == {"draft": "draft 1 on tea", "verdict": "ok"}
+    assert [i["key"] for i in client.store.search_items(["approved"])["items"]] == [thread_id]
+    assert client.store.list_namespaces(prefix=["approved"])["namespaces"] == [["approved", "tea"]]
+    # What the API wrote before the restart, still there (and the delete stayed done).
+    assert client.store.get_item(["prefs", "alice"], "drink")["value"]["cups"] == 3
+    left = client.store.search_items(["prefs", "alice"])["items"]
+    assert [i["key"] for i in left] == ["drink"]
+    # A new thread's draft reads the first thread's approval (runtime.store in an async node).
+    second = client.threads.create()["thread_id"]
+    again = client.runs.wait(second, "agent", input={"topic": "tea"})
+    assert isinstance(again, dict), again
+    assert again["notes"] == ["draft 2 on tea"]
+    server.stop()
+
+    log = server.text()
+    assert "Using custom checkpointer: FoundryCheckpointer" in log
+    assert "Using custom store: FoundryStore(" in log
+    assert "Using custom store. Skipping store TTL sweeper." in log
+    assert "BlockingError" not in log and "Blocking call" not in log
+    assert "--allow-blocking, which allows" not in log  # the check was armed
+
+    # The memories are in our store: read them with FoundryStore itself, the server stopped.
+    from foundry_checkpoint import FoundryStore
+
+    monkeypatch.setenv("AGENTSERVER_STATE_ROOT", str(tmp_path / "state"))
+    monkeypatch.delenv("FOUNDRY_HOSTING_ENVIRONMENT", raising=False)
+    with FoundryStore() as store:
+        item = store.get(("approved", "tea"), thread_id)
+        assert item is not None
+        assert item.value == {"draft": "draft 1 on tea", "verdict": "ok"}
+        assert store.get(("prefs", "alice"), "food") is None
+        assert sorted(store.list_namespaces(prefix=("prefs",))) == [
+            ("prefs", "alice"),
+            ("prefs", "bob"),
+        ]
