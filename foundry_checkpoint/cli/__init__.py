@@ -1,8 +1,9 @@
 """``foundry-checkpoint``: inspect, clean up and migrate stored checkpoints from a shell.
 
 The top-level commands work on LangGraph threads (the ``cli`` and ``langgraph`` extras); the
-``maf`` group on Microsoft Agent Framework contexts (``cli`` and ``maf``); the ``autogen`` group
-on AutoGen states (``cli`` and ``autogen``). Every command works
+``memory`` group on LangGraph long-term memory kept by ``FoundryStore`` (``cli`` and
+``langgraph``); the ``maf`` group on Microsoft Agent Framework contexts (``cli`` and ``maf``);
+the ``autogen`` group on AutoGen states (``cli`` and ``autogen``). Every command works
 on the backend the environment selects, exactly as a checkpointer in your app would: the
 embedded local store under ``AGENTSERVER_STATE_ROOT`` by default, the hosted Foundry state
 store when ``FOUNDRY_HOSTING_ENVIRONMENT`` is set. Human output starts with one line saying
@@ -20,6 +21,7 @@ Example::
     $ foundry-checkpoint history support-42 --limit 5
     $ foundry-checkpoint show support-42 --json | jq .values
     $ foundry-checkpoint copy --from sqlite:checkpoints.db --to foundry
+    $ foundry-checkpoint memory namespaces --prefix-ns users
     $ foundry-checkpoint maf contexts --json
 """
 
@@ -34,7 +36,7 @@ from typing import Annotated
 import typer
 
 from ..errors import InvalidArgumentError
-from . import _autogen, _common, _langgraph, _maf
+from . import _autogen, _common, _langgraph, _maf, _memory
 from ._common import JsonFlag, LocalBackendChoice, OneLineErrors, Options, configure_output
 
 __all__ = ["app", "main"]
@@ -45,8 +47,8 @@ app = typer.Typer(
     name="foundry-checkpoint",
     help=(
         "Inspect, clean up and migrate the checkpoints foundry-checkpoint keeps: LangGraph "
-        "threads (the commands below), Microsoft Agent Framework contexts ('maf') and "
-        "AutoGen states ('autogen')."
+        "threads (the commands below), LangGraph long-term memory ('memory'), Microsoft "
+        "Agent Framework contexts ('maf') and AutoGen states ('autogen')."
     ),
     no_args_is_help=True,
     add_completion=False,
@@ -62,7 +64,8 @@ def _root(
         str | None,
         typer.Option(
             "--prefix",
-            help="store_prefix (default: 'langgraph', or 'maf' for the maf commands)",
+            help="store_prefix (default: 'langgraph'; 'langgraph-store' for the memory "
+            "commands, 'maf' and 'autogen' for theirs)",
         ),
     ] = None,
     json_out: Annotated[
@@ -232,6 +235,7 @@ def ui(
         asyncio.run(_ui.serve(explorer, host, port, announce))
 
 
+app.add_typer(_memory.app, name="memory")
 app.add_typer(_maf.app, name="maf")
 app.add_typer(_autogen.app, name="autogen")
 

@@ -343,14 +343,41 @@ def copy(
     thread: Annotated[
         list[str] | None, typer.Option("--thread", help="copy only this thread (repeatable)")
     ] = None,
+    store: Annotated[
+        bool,
+        typer.Option(
+            "--store",
+            help="copy LangGraph long-term memory (BaseStore items) instead: sqlite:PATH, "
+            "postgres:DSN, foundry-store[:PREFIX]",
+        ),
+    ] = False,
+    prefix_ns: Annotated[
+        str | None,
+        typer.Option(
+            "--prefix-ns",
+            metavar="NAMESPACE",
+            help="with --store: only the items under this namespace",
+        ),
+    ] = None,
     json_out: JsonFlag = False,
 ) -> None:
     """Copy threads between two LangGraph savers, keeping ids, order and pending writes.
 
     ``--from foundry-lc[:PREFIX]`` reads the stores of langchain-azure-ai's
-    FoundryCheckpointSaver (a source only; name the threads with ``--thread``).
+    FoundryCheckpointSaver (a source only; name the threads with ``--thread``). With
+    ``--store`` it copies the items of a LangGraph store (SqliteStore, PostgresStore,
+    FoundryStore) into another, TTLs kept; keys the destination has are left alone.
     """
     opts = _common.options(ctx, json_out)
+    if store:
+        if thread:
+            raise typer.BadParameter("--thread copies threads: it does not go with --store")
+        from ._memory import copy_command
+
+        copy_command(opts, source, destination, prefix_ns)
+        return
+    if prefix_ns is not None:
+        raise typer.BadParameter("--prefix-ns selects store items: use it with --store")
     try:
         src_uri = _copy.parse_uri(source)
         dst_uri = _copy.parse_uri(destination)

@@ -9,6 +9,9 @@ import re
 from pathlib import Path
 from typing import Any
 
+from langgraph.store.sqlite import SqliteStore
+
+from foundry_checkpoint._memory import FoundryStore
 from foundry_checkpoint_autogen import AutoGenStateStore
 from foundry_checkpoint_maf import FoundryCheckpointStorage
 from tests.maf import _workflows as wf
@@ -39,7 +42,7 @@ def documented() -> dict[str, dict[str, set[str] | None]]:
     text = DOCS.read_text(encoding="utf-8")
     section = text[text.index("<!-- json-shapes") :]
     shapes: dict[str, dict[str, set[str] | None]] = {}
-    for match in re.finditer(r"^\| `([a-z ]+)` \| (.+) \|$", section, re.MULTILINE):
+    for match in re.finditer(r"^\| `([a-z -]+)` \| (.+) \|$", section, re.MULTILINE):
         fields: dict[str, set[str] | None] = {}
         for part in _split(match.group(2)):
             name, _, inner = part.partition("[")
@@ -76,7 +79,7 @@ async def _seed_maf(cli: Cli) -> None:
 
 def test_every_command_matches_its_documented_shape(cli: Cli, tmp_path: Path) -> None:
     shapes = documented()
-    assert len(shapes) == 19
+    assert len(shapes) == 24
     with cli.saver() as saver:
         build(saver).invoke({"steps": []}, config("t1"))
         build(saver, ask=True).invoke({"steps": []}, config("t2"))
@@ -84,6 +87,11 @@ def test_every_command_matches_its_documented_shape(cli: Cli, tmp_path: Path) ->
     with AutoGenStateStore(**cli.env.kwargs(), keep_versions=None) as store:
         for n in range(3):
             store.save("demo", "agent", "counter/ann", {"count": n})
+    with FoundryStore(**cli.env.kwargs()) as memory:
+        memory.put(("users", "ann"), "prefs", {"theme": "dark"})
+    with SqliteStore.from_conn_string(str(tmp_path / "memory.db")) as old:
+        old.setup()
+        old.put(("docs",), "d1", {"text": "hello"})
 
     runs: list[tuple[str, list[str]]] = [
         ("threads", ["threads"]),
@@ -105,6 +113,21 @@ def test_every_command_matches_its_documented_shape(cli: Cli, tmp_path: Path) ->
         ("autogen show", ["autogen", "show", "demo", "agent", "counter/ann"]),
         ("autogen prune", ["autogen", "prune", "demo", "agent", "counter/ann"]),
         ("autogen delete", ["autogen", "delete", "demo", "agent", "counter/ann"]),
+        ("memory namespaces", ["memory", "namespaces"]),
+        ("memory items", ["memory", "items", "users"]),
+        ("memory get", ["memory", "get", "users/ann", "prefs"]),
+        ("memory delete", ["memory", "delete", "users/ann", "prefs"]),
+        (
+            "copy --store",
+            [
+                "copy",
+                "--store",
+                "--from",
+                f"sqlite:{tmp_path / 'memory.db'}",
+                "--to",
+                "foundry-store",
+            ],
+        ),
     ]
     assert {name for name, _ in runs} == set(shapes)
     checked = 0
@@ -112,7 +135,7 @@ def test_every_command_matches_its_documented_shape(cli: Cli, tmp_path: Path) ->
         result = cli(*args, "--json")  # after the command; before it in cli.json
         assert result.exit_code == 0, (name, result.stderr)
         checked += _check(name, json.loads(result.stdout), shapes)
-    assert checked >= 14  # the nested shapes were seen, not just empty lists
+    assert checked >= 15  # the nested shapes were seen, not just empty lists
 
 
 def test_json_before_and_after_give_the_same_document(cli: Cli) -> None:
