@@ -538,3 +538,76 @@ def test_stale_pages_are_hints_and_repair_rebuilds_them(
         assert await pair.index.repair(pair.scope, ("h",), items) == 0
 
     run(core, body)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("dims", "dense"), [(64, False), (1536, False), (1536, True)], ids=["64", "1536", "1536-dense"]
+)
+def test_measured_on_10000_items(
+    core: CheckpointCore, pair_factory: Any, store_mode: str, dims: int, dense: bool
+) -> None:
+    """10,000 items in one namespace: recall@10 against InMemoryStore's exact answer is 1.0,
+    and a query's store calls are the page listing, one read per page and about ``limit`` item
+    reads (the numbers the module docstring gives; printed with ``-s``)."""
+    if store_mode != "local":
+        pytest.skip("measured in local mode (the hosted emulator adds only its HTTP round trips)")
+    count, queries = 10_000, 20
+
+    async def body() -> dict[str, float]:
+        rng = random.Random(dims)
+        pair = await pair_factory(dims=dims)
+        pair.index.embeddings = HashingEmbeddings(dims, dense=dense)
+        pair.ref = InMemoryStore(
+            index={"dims": dims, "embed": HashingEmbeddings(dims, dense=dense), "fields": ["text"]}
+        )
+        ops = [PutOp(("bench",), f"k{i}", {"text": _text(rng, 8), "i": i}) for i in range(count)]
+        vectors = await pair.index.embed_puts(ops)
+        packed = {op.key: pack_vectors(vectors[(op.namespace, op.key)]) for op in ops}
+        for start in range(0, count, 100):
+            chunk = ops[start : start + 100]
+            await asyncio.gather(
+                *(
+                    pair.items.put(op.namespace, op.key, dict(op.value or {}), packed[op.key])
+                    for op in chunk
+                )
+            )
+        assert await pair.index.repair(pair.scope, ("bench",), packed) == count
+        pair.ref.batch(ops)
+        listed = await _pages(pair)
+        sizes = []
+        for listed_key in listed:
+            stored = await pair.scope.store.get_item(listed_key.key)
+            sizes.append(len(json.dumps(stored.value, separators=(",", ":"))))
+        calls, item_reads, hits, elapsed = 0, 0, 0, 0.0
+        for _ in range(queries):
+            query = _text(rng, 4)
+            pair.calls.calls.clear()
+            pair.items.reads = 0
+            started = time.perf_counter()
+            ours = await pair.search(("bench",), query, limit=10)
+            elapsed += time.perf_counter() - started
+            calls += sum(pair.calls.calls.values())
+            item_reads += pair.items.reads
+            ref = pair.ref.search(("bench",), query=query, limit=10)
+            tenth = min(r.score for r in ref if r.score is not None)
+            exact = {(r.namespace, r.key): r.score for r in ref}
+            # a hit: in the exact answer, or tied with its last score (either is right)
+            hits += sum(
+                1 for r in ours if (r.namespace, r.key) in exact or (r.score or 0) >= tenth - 1e-9
+            )
+        return {
+            "pages": len(listed),
+            "bytes_mean": sum(sizes) / len(sizes),
+            "bytes_max": max(sizes),
+            "calls": calls / queries,
+            "item_reads": item_reads / queries,
+            "recall": hits / (10 * queries),
+            "ms": 1000 * elapsed / queries,
+        }
+
+    measured = core.run(body())
+    print(f"\ndims {dims}{' dense' if dense else ''}: {measured}")
+    assert measured["recall"] == 1.0
+    assert measured["bytes_max"] <= _vectors.PAGE_BUDGET
+    assert measured["calls"] <= 1 + measured["pages"] + 30
