@@ -78,6 +78,7 @@ Example:
 
 from __future__ import annotations
 
+import asyncio
 import bisect
 import builtins
 import json
@@ -104,6 +105,7 @@ from foundry_checkpoint.errors import (
     ConcurrentWriteError,
     CorruptPayloadError,
     InvalidArgumentError,
+    StoreConflictError,
     StoreNotFoundError,
     StorePreconditionError,
 )
@@ -329,6 +331,8 @@ class _User:
         self.root: _Root | None = None
         self.root_at = 0.0
         self.known: OrderedDict[Namespace, float] = OrderedDict()
+        self.writing = False
+        self.pending: list[tuple[set[Namespace], asyncio.Future[None]]] = []
 
     def knows(self, ns: Namespace, at: float, lifetime: float) -> bool:
         seen = self.known.get(ns)
@@ -339,6 +343,16 @@ class _User:
         self.known.move_to_end(ns)
         while len(self.known) > _MAX_KNOWN:
             self.known.popitem(last=False)
+
+
+def _fail(waiter: asyncio.Future[None], exc: BaseException) -> None:
+    """Pass the writer's failure on to a waiting add."""
+    if waiter.done():
+        return
+    if isinstance(exc, asyncio.CancelledError):
+        waiter.cancel()
+    else:
+        waiter.set_exception(exc)
 
 
 class _Reader:
@@ -684,32 +698,59 @@ class NamespaceIndex:
             <bound method NamespaceIndex.add_many of ...>
         """
         user = self._user(scope)
-        ttl = self._ttl(scope)
-        lifetime = min(KNOWN_SECONDS, ttl / 8)
+        lifetime = min(KNOWN_SECONDS, self._ttl(scope) / 8)
         clock = time.monotonic()
-        todo = sorted(
-            {tuple(ns) for ns in namespaces if not user.knows(tuple(ns), clock, lifetime)}
-        )
+        todo = {tuple(ns) for ns in namespaces if not user.knows(tuple(ns), clock, lifetime)}
+        if not todo:
+            return
+        # One writer per user and process: concurrent adds (a batch's puts) join the next
+        # round of the one in flight instead of racing each other for the same leaf.
+        waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        user.pending.append((todo, waiter))
+        if not user.writing:
+            user.writing = True
+            try:
+                while user.pending:
+                    batch, user.pending = user.pending, []
+                    try:
+                        await self._write(scope, user, set().union(*(t for t, _ in batch)))
+                    except BaseException as exc:
+                        for _, each in [*batch, *user.pending]:
+                            if each is not waiter:  # this call raises it itself
+                                _fail(each, exc)
+                        user.pending = []
+                        raise
+                    for _, each in batch:
+                        if not each.done():
+                            each.set_result(None)
+            finally:
+                user.writing = False
+        await waiter
+
+    async def _write(self, scope: Scope, user: _User, namespaces: set[Namespace]) -> None:
+        """Insert ``namespaces`` leaf by leaf, each with conditional writes (retried)."""
+        ttl = self._ttl(scope)
+        clock = time.monotonic()
+        todo = sorted(namespaces)
         attempts = 0
         while todo:
             reader = _Reader(scope.store, await self._write_root(scope))
-            leaf = await reader.find(todo[0])
+            leaf = await reader.find(todo[0]) or await self._recreate(scope, reader, todo[0])
             if leaf is None:
-                await self._recreate(scope, reader, todo[0])
+                user.root = None  # read it again: the leaves changed under this one
             else:
                 end = len(todo) if leaf.hi is None else bisect.bisect_left(todo, leaf.hi)
                 part = todo[:end]
                 try:
                     await self._insert(scope, leaf, part, ttl)
                 except _Conflict:
-                    pass
+                    pass  # another writer changed the leaf: read it again
                 else:
                     for ns in part:
                         user.learn(ns, clock)
                     todo = todo[end:]
                     attempts = 0
                     continue
-            user.root = None  # read it again: the leaves changed under this one
             attempts += 1
             if attempts >= ATTEMPTS:
                 raise ConcurrentWriteError(
@@ -821,8 +862,9 @@ class NamespaceIndex:
             await bounded(scope.store.delete_item(_leaf_key(leaf.id)) for leaf in plan.new)
             raise
 
-    async def _recreate(self, scope: Scope, reader: _Reader, key: Namespace) -> None:
-        """Recreate the leaf that held ``key``'s range: it expired under a store TTL."""
+    async def _recreate(self, scope: Scope, reader: _Reader, key: Namespace) -> _Leaf | None:
+        """Create the leaf of ``key``'s range: the first one, or one that expired under a store
+        TTL. None when another writer did first (read again)."""
         root = reader.root
         left: _Leaf | None = None
         for leaf_id in reversed(root.ids[: root.route(key) + 1]):
@@ -846,14 +888,18 @@ class NamespaceIndex:
             (),
             {},
         )
-        await create_item(scope.store, _leaf_key(leaf_id), leaf.value(), tags=_TAGS)
+        try:
+            ref = await scope.store.create_item(_leaf_key(leaf_id), leaf.value(), tags=_TAGS)
+        except StoreConflictError:
+            return None  # another writer's (or this call's own retried first attempt)
         if left is not None and left.next != leaf_id:
             try:
                 await self._cas(scope.store, replace(left, next=leaf_id))
             except _Conflict:
-                return
+                return None
         if leaf_id != _FIRST:
             await self._publish(scope, [(lo, leaf_id)])
+        return replace(leaf, etag=ref.etag, updated=ref.updated_at)
 
     # -- reads --------------------------------------------------------------------------------
     async def list(
