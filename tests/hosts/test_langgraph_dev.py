@@ -2,9 +2,14 @@
 
 The LangGraph server's in-memory runtime arms blockbuster unless ``--allow-blocking`` is given;
 a blocking call made on any event loop (the server's, or the saver's private one) then ends the
-run in ``error``. This test runs the real server: a ``langgraph-sdk`` client creates a thread,
+run in ``error``. These tests run the real server: a ``langgraph-sdk`` client creates a thread,
 runs it to an interrupt, the server is restarted, and the client reads the state back, resumes
-the run and reads the thread's history, all from the embedded local store.
+the run and reads the thread's history, all from the embedded local store. The sample project
+``samples/langgraph_server`` (its own files, copied to a temporary folder because the server
+writes its records there) adds ``FoundryStore``: the server's store API (put, get, search with a
+filter, list_namespaces, delete) across a restart, the memory the graph wrote read through the
+server and with ``FoundryStore`` itself; and the same sample in a hosted agent's environment on
+the emulator.
 
 The server (langgraph-cli with the in-memory runtime, Elastic-2.0 licensed) cannot share the
 test environment: it needs protobuf 6 and grpcio 1.81, AutoGen's gRPC runtime protobuf 5.29 and
@@ -23,7 +28,7 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -120,7 +125,8 @@ class DevServer:
 
 @pytest.fixture
 def serve(langgraph_cli: Path, tmp_path: Path) -> Iterator[Any]:
-    """Start ``langgraph dev`` on a project (``serve()`` again: a restart).
+    """Start ``langgraph dev`` on a project (``serve()`` again: a restart), with ``extra``
+    environment variables (a hosted agent's, say).
 
     The project's files are copied once into ``tmp_path`` (the server keeps its own records of
     threads and runs, and its default store, in the folder it runs in: ``.langgraph_api``).
@@ -138,11 +144,13 @@ def serve(langgraph_cli: Path, tmp_path: Path) -> Iterator[Any]:
     )
     servers: list[DevServer] = []
 
-    def start(source: Path = PROJECT) -> DevServer:
+    def start(source: Path = PROJECT, extra: Mapping[str, str] | None = None) -> DevServer:
         project = tmp_path / "project"
         if not project.exists():
             shutil.copytree(source, project, ignore=shutil.ignore_patterns("__pycache__"))
-        server = DevServer(langgraph_cli, project, env, tmp_path / "server.log")
+        server = DevServer(
+            langgraph_cli, project, {**env, **(extra or {})}, tmp_path / "server.log"
+        )
         servers.append(server)
         return server
 
@@ -263,3 +271,52 @@ def test_langgraph_dev_serves_the_sample_on_our_saver_and_store(
             ("prefs", "alice"),
             ("prefs", "bob"),
         ]
+
+
+@pytest.mark.emulator
+def test_langgraph_dev_serves_the_sample_in_hosted_mode(
+    serve: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The same sample in a hosted agent's environment (the emulator): nothing is kept locally;
+    the server, outside any Foundry request, runs as the agent's own identity."""
+    from foundry_checkpoint import FoundryStore
+    from foundry_checkpoint.emulator import FoundryEmulator
+    from foundry_checkpoint.emulator._platform import AGENT_IDENTITY
+
+    with FoundryEmulator() as emu:
+        hosted = emu.agent_environment(session_id="langgraph-dev")
+        server = serve(SAMPLE, hosted)
+        client = get_sync_client(url=server.url)
+        thread_id = client.threads.create()["thread_id"]
+        paused = client.runs.wait(thread_id, "agent", input={"topic": "tea"})
+        assert isinstance(paused, dict), paused
+        assert paused["__interrupt__"][0]["value"] == "approve the draft?"
+        client.store.put_item(["prefs", "alice"], "drink", {"likes": "tea"})
+        server.stop()
+
+        server = serve(SAMPLE, hosted)
+        client = get_sync_client(url=server.url)
+        done = client.runs.wait(thread_id, "agent", command={"resume": "ok"})
+        assert done == {"topic": "tea", "notes": ["draft 1 on tea", "review:ok"]}
+        assert client.threads.get_history(thread_id)[0]["next"] == []
+        memory = client.store.get_item(["approved", "tea"], thread_id)
+        assert memory["value"] == {"draft": "draft 1 on tea", "verdict": "ok"}
+        assert client.store.get_item(["prefs", "alice"], "drink")["value"] == {"likes": "tea"}
+        server.stop()
+
+        log = server.text()
+        assert "backend='hosted'" in log
+        assert "BlockingError" not in log and "Blocking call" not in log
+        assert not (tmp_path / "state" / "foundry_checkpoint").exists()  # nothing local
+        monkeypatch.setenv("FOUNDRY_HOSTING_ENVIRONMENT", "emulator")
+        for user, expected in (
+            (AGENT_IDENTITY, {"draft": "draft 1 on tea", "verdict": "ok"}),
+            ("someone-else", None),
+        ):
+            with FoundryStore(
+                endpoint=emu.endpoint,
+                credential=emu.credential(user=user),
+                connection_verify=emu.ca_file,
+            ) as store:
+                item = store.get(("approved", "tea"), thread_id)
+                assert (None if item is None else item.value) == expected, user
