@@ -1,11 +1,12 @@
 """``foundry-checkpoint ui``: a local explorer page of what is stored, served on loopback.
 
 One aiohttp application, server-rendered HTML with inline CSS and SVG: no JavaScript, no build
-step, nothing fetched from elsewhere. It lists LangGraph threads and Agent Framework contexts,
-draws a thread's checkpoint tree (and a workflow's lineage) as SVG, shows a checkpoint's
-values, metadata and pending writes (long values cut, with "see more"), and diffs two
-checkpoints. It goes through the same public API as the commands, on the backend the global
-options select (hosted mode and the emulator included).
+step, nothing fetched from elsewhere. It lists LangGraph threads, LangGraph memory (a
+``FoundryStore``'s namespaces and items, values shown) and Agent Framework contexts, draws a
+thread's checkpoint tree (and a workflow's lineage) as SVG, shows a checkpoint's values,
+metadata and pending writes (long values cut, with "see more"), and diffs two checkpoints.
+It goes through the same public API as the commands, on the backend the global options
+select (hosted mode and the emulator included).
 
 Safety: it binds to 127.0.0.1 unless told otherwise (and refuses a non-loopback host without
 ``--allow-remote``), answers only requests whose ``Host`` names that address (DNS rebinding),
@@ -39,7 +40,7 @@ from collections.abc import Awaitable, Callable
 from aiohttp import web
 
 from ..errors import CorruptPayloadError, InvalidArgumentError
-from . import _html, _ui_pages, _ui_threads
+from . import _html, _ui_memory, _ui_pages, _ui_threads
 from ._common import Options
 from ._html import esc, seg
 from ._ui_stores import Page, Refused, Stores
@@ -172,6 +173,9 @@ class Explorer:
         app.router.add_route("*", "/m/{context}/prune", self.context_prune)
         app.router.add_get("/a/{scope}", view(_ui_pages.scope))
         app.router.add_get("/a/{scope}/state", view(_ui_pages.autogen_state))
+        app.router.add_get("/memory", view(_ui_memory.namespaces))
+        app.router.add_get("/memory/items", view(_ui_memory.items))
+        app.router.add_get("/memory/item", view(_ui_memory.item))
         return app
 
     def _view(self, render: Callable[[Stores, web.Request], Awaitable[Page]]) -> Handler:

@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     from foundry_checkpoint_maf import FoundryCheckpointStorage
 
     from .._langgraph._saver import FoundryCheckpointer
+    from .._memory import FoundryStore
 
 __all__ = ["Page", "Refused", "Stores", "config"]
 
@@ -78,6 +79,7 @@ class Stores:
         self._saver: FoundryCheckpointer | None = None
         self._maf: FoundryCheckpointStorage | None = None
         self._autogen: AutoGenStateStore | None = None
+        self._memory: FoundryStore | None = None
 
     def saver(self) -> FoundryCheckpointer | None:
         """The LangGraph checkpointer (None when the ``langgraph`` extra is missing)."""
@@ -114,6 +116,29 @@ class Stores:
             prefix = self._opts.prefix or "autogen"
             self._autogen = AutoGenStateStore(**self._opts.store_kwargs(prefix), keep_versions=None)
         return self._autogen
+
+    def memory(self) -> FoundryStore | None:
+        """The LangGraph memory store (None when the ``langgraph`` extra is missing)."""
+        if self._memory is None and "memory" not in self.missing:
+            try:
+                from .._memory import FoundryStore
+            except ImportError as exc:
+                self.missing["memory"] = str(exc)
+                return None
+            prefix = self._opts.prefix or "langgraph-store"
+            self._memory = FoundryStore(**self._opts.store_kwargs(prefix))
+        return self._memory
+
+    def need_memory(self) -> FoundryStore:
+        """The LangGraph memory store.
+
+        Raises:
+            Refused: 404 when the ``langgraph`` extra is not installed.
+        """
+        store = self.memory()
+        if store is None:
+            raise Refused(404, f"LangGraph memory is not available: {self.missing['memory']}")
+        return store
 
     def need_saver(self) -> FoundryCheckpointer:
         """The LangGraph checkpointer.
@@ -163,6 +188,8 @@ class Stores:
             await self._saver.aclose()
         if self._maf is not None:
             await self._maf.aclose()
+        if self._memory is not None:
+            await self._memory.aclose()
 
 
 def config(thread: str, ns: str | None = None, checkpoint: str | None = None) -> Any:

@@ -28,6 +28,7 @@ from urllib.parse import parse_qs, urlsplit
 import pytest
 from playwright.sync_api import Browser, Page, sync_playwright
 
+from foundry_checkpoint._memory import FoundryStore
 from foundry_checkpoint_autogen import AutoGenStateStore
 from foundry_checkpoint_maf import FoundryCheckpointStorage
 from tests.maf import _workflows as wf
@@ -241,7 +242,7 @@ def test_browse_threads_tree_values_diff_and_lineage(
         stranger = browser.new_context()  # the same browser, without the printed URL
         try:
             other = stranger.new_page()
-            for path in ("", "t/f", "m/conv-a", "a/demo", "favicon.ico"):
+            for path in ("", "t/f", "m/conv-a", "a/demo", "memory", "favicon.ico"):
                 answer = other.goto(url + path)
                 assert answer is not None and answer.status == 403, path
                 assert "conv-a" not in other.content() and "forbidden" in other.content()
@@ -301,3 +302,52 @@ def test_writes_need_allow_writes_and_a_confirmation(cli: Cli, page: Page, shots
         assert page.locator("table.threads a.thread").all_inner_texts() == ["t2"]
         page.screenshot(path=shots / "after-delete.png", full_page=True)
     assert [t["thread_id"] for t in off_loop(cli.json, "threads")["threads"]] == ["t2"]
+
+
+def test_browse_memory_namespaces_items_and_values(cli: Cli, page: Page, shots: Path) -> None:
+    memories = {
+        (("users", "ann"), "prefs"): {"theme": "dark", "langs": ["en", "fr"]},
+        (("users", "ann"), "note"): {"text": PAYLOAD},
+        (("users", "a/b"), "long"): {"text": "y" * 5000},
+        (("docs",), "d1"): {"title": "hello"},
+    }
+    with FoundryStore(**cli.env.kwargs()) as store:
+        for (ns, key), value in memories.items():
+            store.put(ns, key, value)
+    namespaces = off_loop(cli.json, "memory", "namespaces")["namespaces"]
+    assert namespaces == [["docs"], ["users", "a/b"], ["users", "ann"]]
+
+    with explorer(cli) as served:
+        url = sign_in(page, served)
+        listed = page.locator("table.memory-namespaces a.namespace").all_inner_texts()
+        assert listed == ["docs", "users/a%2Fb", "users/ann"]  # as the CLI takes them
+        page.screenshot(path=shots / "index-memory.png", full_page=True)
+
+        page.locator("a.memory").click()
+        assert page.url == f"{url}memory"
+        assert page.locator("table.memory-namespaces a.namespace").count() == 3
+        page.locator("table.memory-namespaces a.namespace", has_text="users/ann").click()
+        rows = page.locator("table.memory-items tbody tr")
+        assert rows.count() == 2
+        text = page.locator("table.memory-items").inner_text()
+        assert '"theme": "dark"' in text and "<script>document.title='pwned'</script>" in text
+        assert page.locator("main script, main img").count() == 0
+        assert "pwned" not in page.title()
+        page.screenshot(path=shots / "memory-items.png", full_page=True)
+
+        page.locator("table.memory-items a.item", has_text="prefs").click()
+        assert "/memory/item?" in page.url
+        assert page.locator("table.info").inner_text().count("users/ann") == 1
+        assert '"fr"' in page.locator("main pre").inner_text()
+        page.screenshot(path=shots / "memory-item.png", full_page=True)
+
+        page.goto(f"{url}memory/items?ns=users&ns=a%2Fb")  # a '/' inside a label
+        assert "y" * 5000 not in page.locator("table.memory-items").inner_text()  # cut...
+        page.locator("a.more").first.click()
+        assert "y" * 5000 in page.locator("main pre").inner_text()  # ...the whole value there
+        page.screenshot(path=shots / "memory-long-value.png", full_page=True)
+
+        missing = page.goto(f"{url}memory/item?ns=users&ns=ann&key=nope")
+        assert missing is not None and missing.status == 404
+        assert "has no item 'nope'" in page.locator("main").inner_text()
+        assert page.request.get(f"{url}memory/items?ns=").status == 400
