@@ -305,7 +305,7 @@ def test_writes_need_allow_writes_and_a_confirmation(cli: Cli, page: Page, shots
 
 
 def test_browse_memory_namespaces_items_and_values(cli: Cli, page: Page, shots: Path) -> None:
-    memories = {
+    memories: dict[tuple[tuple[str, ...], str], dict[str, Any]] = {
         (("users", "ann"), "prefs"): {"theme": "dark", "langs": ["en", "fr"]},
         (("users", "ann"), "note"): {"text": PAYLOAD},
         (("users", "a/b"), "long"): {"text": "y" * 5000},
