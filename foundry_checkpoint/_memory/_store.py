@@ -35,7 +35,6 @@ from langgraph.store.base import (
     InvalidNamespaceError,
     Item,
     ListNamespacesOp,
-    MatchCondition,
     Op,
     PutOp,
     Result,
@@ -55,6 +54,7 @@ from foundry_checkpoint.adapter import (
     bounded,
     check_text,
     new_core,
+    unescape,
 )
 from foundry_checkpoint.errors import CorruptPayloadError, InvalidArgumentError
 
@@ -71,18 +71,20 @@ from ._layout import (
     expired,
     expiry,
     field_tag,
-    labels_of,
     memory_key,
     memory_tags,
     memory_value,
     prefix_tag,
     prefix_tag_key,
 )
+from ._namespaces import HasItems, NamespaceIndex
 
 if TYPE_CHECKING:
     from azure.core.credentials_async import AsyncTokenCredential
 
     from foundry_checkpoint.spill import SpillStore
+
+    from ._vectors import Readback, VectorIndex
 
 __all__ = ["FoundryStore"]
 
@@ -94,6 +96,8 @@ _FIELD_RE_CHARS: Final = frozenset(
 _MAX_FIELD: Final = 62  # tag keys are at most 64 characters, "f." included
 _READ_CHUNK: Final = 16
 """Items read at once while a filter is evaluated on read (at least)."""
+_LIVENESS_PAGE: Final = 5
+"""Keys the first page of a liveness check lists (most answer from the first key)."""
 
 
 def _check_tag_fields(tag_fields: object) -> tuple[str, ...]:
@@ -253,16 +257,18 @@ class FoundryStore(CoreOwner, BaseStore):
     ) -> None:
         fields = _check_tag_fields(tag_fields)
         ttl_config = _check_ttl_config(ttl)
+        vectors: VectorIndex | None = None
         if index is not None:
-            raise InvalidArgumentError(
-                "index= (semantic search) is not available in this version of FoundryStore; "
-                "leave it unset"
-            )
+            from ._vectors import VectorIndex  # numpy and the embeddings only when indexed
+
+            vectors = VectorIndex(index)
         self._core = new_core(locals(), scope_word="memory")
         self._owns_core = True
         self._tag_fields = fields
         self.ttl_config = ttl_config
-        self.index_config = None
+        self.index_config = index
+        self._vectors = vectors
+        self._namespaces = NamespaceIndex()
         self._sweeper: threading.Thread | None = None
         self._sweeper_stop = threading.Event()
 
@@ -367,11 +373,25 @@ class FoundryStore(CoreOwner, BaseStore):
             for (i, _), answer in zip(reads, answers, strict=True):
                 results[i] = answer
         if puts:
-            writes = any(op.value is not None for op in puts.values())
-            scope = await self._core.scope(_SCOPE, create=writes)
-            if scope is not None:
-                await bounded(self._put(scope, op) for op in puts.values())
+            await self._write(list(puts.values()))
         return results
+
+    async def _write(self, puts: list[PutOp]) -> None:
+        """Apply a batch's writes: embed (when indexed), index the namespaces, write items.
+
+        The namespaces are recorded before their items (a listing confirms each one live, so
+        an entry whose item never came is never listed; an item never lacks its entry).
+        """
+        writes = [op for op in puts if op.value is not None]
+        scope = await self._core.scope(_SCOPE, create=bool(writes))
+        if scope is None:
+            return
+        vectors = {}
+        if self._vectors is not None and writes:
+            vectors = await self._vectors.embed_puts(writes)
+        if writes:
+            await self._namespaces.add_many(scope, {op.namespace for op in writes})
+        await bounded(self._put(scope, op, vectors.get((op.namespace, op.key))) for op in puts)
 
     # -- get ----------------------------------------------------------------------------------
     async def _read(self, scope: Scope, key: str) -> tuple[StoredItem, Record] | None:
@@ -407,14 +427,16 @@ class FoundryStore(CoreOwner, BaseStore):
         self, scope: Scope, stored: StoredItem, record: Record, kind: type[Item]
     ) -> Item:
         value = await decode(scope, stored, record)
-        # created_at is kept on update: the store keeps the item's created second, and the
-        # value's own (precise) one is the put that created the item only in that second.
-        created = record.created if int(record.created) == stored.created_at else None
+        # created_at is kept on update: the store keeps the second of the item's first write;
+        # the value's own (precise) time is the creating put's when it is not past that second
+        # (taken just before the write), else a later put's: then the store's second stands.
+        first = float(stored.created_at)
+        created = min(record.created if record.created < first + 1 else first, record.updated)
         return kind(
             value=value,
             key=record.key,
             namespace=record.namespace,
-            created_at=timestamp(created if created is not None else float(stored.created_at)),
+            created_at=timestamp(created),
             updated_at=timestamp(record.updated),
         )
 
@@ -437,10 +459,12 @@ class FoundryStore(CoreOwner, BaseStore):
             )
 
     # -- put / delete ---------------------------------------------------------------------
-    async def _put(self, scope: Scope, op: PutOp) -> None:
+    async def _put(self, scope: Scope, op: PutOp, vectors: dict[str, list[float]] | None) -> None:
         key = memory_key(op.namespace, op.key)
         if op.value is None:
             await scope.store.delete_item(key)
+            if self._vectors is not None:
+                await self._vectors.remove(scope, op.namespace, op.key)
             return
         payload = dump(op.value, op.namespace, op.key)
         ttl = _check_ttl(op.ttl)
@@ -455,9 +479,15 @@ class FoundryStore(CoreOwner, BaseStore):
         meta = memory_value(
             op.namespace, op.key, encoded={}, created=at, updated=at, ttl=ttl, expires=expires
         )
+        if vectors:
+            from ._vectors import pack_vectors
+
+            meta["vec"] = pack_vectors(vectors)
         encoded = await encode(scope, key, payload, tags=tags, meta=meta)
         meta["v"] = encoded
         await scope.store.set_item(key, cast(JSONObject, meta), tags=tags)
+        if self._vectors is not None:
+            await self._vectors.upsert(scope, op.namespace, op.key, vectors or {})
 
     # -- search -----------------------------------------------------------------------------
     async def _keys(
@@ -498,6 +528,8 @@ class FoundryStore(CoreOwner, BaseStore):
         return ns == deep or ns.startswith(deep + "/")
 
     async def _search(self, scope: Scope, op: SearchOp) -> list[SearchItem]:
+        if op.query and self._vectors is not None:
+            return await self._semantic(scope, self._vectors, op)
         prefix = op.namespace_prefix
         offset, limit = max(op.offset, 0), op.limit
         if limit <= 0:
@@ -558,33 +590,75 @@ class FoundryStore(CoreOwner, BaseStore):
             await flush()
         return results
 
-    # -- list_namespaces (from a listing of every item's tags) ----------------------------
-    async def _namespaces(self, scope: Scope) -> set[tuple[str, ...]]:
+    async def _semantic(self, scope: Scope, vectors: VectorIndex, op: SearchOp) -> list[SearchItem]:
+        """A search with a query: the vector index's answer (see :mod:`._vectors`)."""
+        seen: dict[tuple[tuple[str, ...], str], tuple[StoredItem, Record]] = {}
+
+        async def read(namespace: tuple[str, ...], key: str) -> Readback:
+            found = await self._read(scope, memory_key(namespace, key))
+            if found is None:
+                return None
+            stored, record = found
+            if record.namespace != namespace or record.key != key:
+                return None
+            seen[(namespace, key)] = found
+            packed = record.extra.get("vec")
+            if packed is not None and not isinstance(packed, Mapping):
+                raise CorruptPayloadError(
+                    f"memory item {key!r} in namespace {namespace!r}: its stored vectors are "
+                    "not the shape foundry-checkpoint writes; put the item again",
+                    store=scope.name,
+                    key=stored.key,
+                )
+            return await self._item(scope, stored, record, Item), packed
+
+        def passes(item: Item) -> bool:
+            return matches(item.value, op.filter)
+
+        results = await vectors.search(scope, op, read, passes)
+        if op.refresh_ttl:
+            fresh = [seen[(i.namespace, i.key)] for i in results if (i.namespace, i.key) in seen]
+            await bounded(self._refresh(scope, s, r) for s, r in fresh)
+        return results
+
+    # -- list_namespaces ----------------------------------------------------------------------
+    def _liveness(self, scope: Scope) -> tuple[HasItems, HasItems]:
+        """``has_items(prefix)`` and ``exact(namespace)`` for the namespace index: whether a
+        live memory lies under a prefix / in a namespace (a short listing by tags each)."""
+
+        async def has_items(prefix: tuple[str, ...]) -> bool:
+            tags, deep = self._prefix_listing(prefix)
+            return await self._any_live(scope, tags, deep, prefix)
+
+        async def exact(namespace: tuple[str, ...]) -> bool:
+            tags = {KIND_TAG: MEMORY_KIND, NAMESPACE_TAG: prefix_tag(namespace)}
+            return await self._any_live(scope, tags, None, namespace)
+
+        return has_items, exact
+
+    async def _any_live(
+        self,
+        scope: Scope,
+        tags: Mapping[str, str],
+        deep: str | None,
+        prefix: tuple[str, ...],
+    ) -> bool:
         at = _layout.now()
-        found: set[tuple[str, ...]] = set()
-        hashed: list[ItemKey] = []
-        async for key in self._keys(scope, {KIND_TAG: MEMORY_KIND}, MAX_PAGE):
-            tags = key.tags or {}
-            if expired(tags.get(EXPIRY_TAG), at):
+        async for key in self._keys(scope, tags, _LIVENESS_PAGE):
+            if expired((key.tags or {}).get(EXPIRY_TAG), at):
                 continue
-            labels = labels_of(tags.get(NAMESPACE_TAG, "!"))
-            if labels is None:
-                hashed.append(key)
-            else:
-                found.add(labels)
-        for got in await bounded(self._read(scope, key.key) for key in hashed):
-            if got is not None:
-                found.add(got[1].namespace)
-        return found
+            under = self._under(key, deep)
+            if under is True:
+                return True
+            if under is None:  # a hashed namespace tag: the item says
+                found = await self._read(scope, key.key)
+                if found is not None and found[1].namespace[: len(prefix)] == prefix:
+                    return True
+        return False
 
     async def _list_namespaces(self, scope: Scope, op: ListNamespacesOp) -> list[tuple[str, ...]]:
-        namespaces: Iterable[tuple[str, ...]] = await self._namespaces(scope)
-        for condition in op.match_conditions or ():
-            namespaces = [ns for ns in namespaces if _does_match(condition, ns)]
-        if op.max_depth is not None:
-            namespaces = {ns[: op.max_depth] for ns in namespaces}
-        ordered = sorted(namespaces)
-        return ordered[op.offset : op.offset + op.limit]
+        has_items, exact = self._liveness(scope)
+        return await self._namespaces.list(scope, op, has_items, exact=exact)
 
     # -- TTL ----------------------------------------------------------------------------------
     def sweep_ttl(self) -> int:
@@ -623,14 +697,27 @@ class FoundryStore(CoreOwner, BaseStore):
             if expired((key.tags or {}).get(EXPIRY_TAG), at)
         ]
 
+        vectors = self._vectors
+
         async def drop(key: ItemKey) -> int:
+            ident = _identity(key) if vectors is not None else None
+            if vectors is not None and ident is None:  # a hashed key: the item names itself
+                found = await scope.store.get_item(key.key)
+                if found is not None:
+                    record = parse(found)
+                    ident = record.namespace, record.key
             try:
                 await scope.store.delete_item(key.key, if_match=key.etag)
             except (FoundryStoragePreconditionError, FoundryStorageNotFoundError):
                 return 0  # refreshed or deleted meanwhile
+            if vectors is not None and ident is not None:
+                await vectors.remove(scope, *ident)
             return 1
 
-        return sum(await bounded(drop(key) for key in doomed))
+        dropped = sum(await bounded(drop(key) for key in doomed))
+        has_items, exact = self._liveness(scope)
+        await self._namespaces.sweep(scope, has_items, exact=exact)
+        return dropped
 
     def start_ttl_sweeper(
         self, sweep_interval_minutes: int | None = None
@@ -695,14 +782,13 @@ class FoundryStore(CoreOwner, BaseStore):
         return stopped
 
 
-def _does_match(condition: MatchCondition, namespace: tuple[str, ...]) -> bool:
-    """InMemoryStore's ``_does_match``: a namespace against a prefix or suffix condition
-    (``"*"`` matches any label)."""
-    path = condition.path
-    if len(namespace) < len(path):
-        return False
-    if condition.match_type == "prefix":
-        pairs = zip(namespace, path, strict=False)
-    else:
-        pairs = zip(reversed(namespace), reversed(path), strict=False)
-    return all(p == "*" or k == p for k, p in pairs)
+def _identity(key: ItemKey) -> tuple[tuple[str, ...], str] | None:
+    """The namespace and key a memory item's key names (None: hashed, or not a memory key)."""
+    parts = key.key.split("/")
+    if len(parts) < 3 or parts[0] != MEMORY_KIND:
+        return None
+    labels = [unescape(part) for part in parts[1:]]
+    if any(label is None for label in labels):
+        return None
+    *namespace, name = cast(list[str], labels)
+    return tuple(namespace), name

@@ -11,7 +11,15 @@ from datetime import datetime, timezone
 from typing import Any
 
 import pytest
-from langgraph.store.base import GetOp, InvalidNamespaceError, ListNamespacesOp, PutOp, SearchOp
+from langgraph.store.base import (
+    GetOp,
+    IndexConfig,
+    InvalidNamespaceError,
+    ListNamespacesOp,
+    PutOp,
+    SearchOp,
+)
+from langgraph.store.memory import InMemoryStore
 
 from foundry_checkpoint import FoundryStore
 from foundry_checkpoint._memory import _layout
@@ -24,6 +32,7 @@ from foundry_checkpoint.errors import (
 )
 from tests._counting_store import CountingStore
 from tests._request import in_request
+from tests.memory._embeddings import HashingEmbeddings
 
 
 def test_put_get_search_delete_sync(memory_store: FoundryStore) -> None:
@@ -378,3 +387,38 @@ async def test_one_store_serves_each_request_its_own_users_memory(
         with in_request(context):
             got = store.get(("prefs",), "name")
             assert got is not None and got.value == {"user": f"user-{i}"}
+
+
+# -- semantic search through the store ------------------------------------------------------
+async def test_semantic_search_through_the_store_answers_as_in_memory_store(
+    make_memory_store: Callable[..., FoundryStore], clock: _Clock
+) -> None:
+    config: IndexConfig = {"dims": 32, "embed": HashingEmbeddings(32), "fields": ["text"]}
+    store = make_memory_store(index=config, ttl={"default_ttl": 5})
+    reference = InMemoryStore(index={**config, "embed": HashingEmbeddings(32)})
+    texts = ["red apple pie", "green apple", "blue sky", "red car", "apple tree red", "sky"]
+    for target in (store, reference):
+        for i, text in enumerate(texts):
+            await target.aput(("docs", f"d{i % 2}"), f"k{i}", {"text": text, "i": i}, ttl=None)
+        await target.aput(
+            ("docs", "d0"), "plain", {"text": "red apple", "i": 9}, index=False, ttl=None
+        )
+    for query, kwargs in [
+        ("red apple", {}),
+        ("sky", {"limit": 2}),
+        ("apple", {"filter": {"i": {"$gte": 2}}}),
+        ("red", {"offset": 1, "limit": 3}),
+    ]:
+        ours = await store.asearch(("docs",), query=query, **kwargs)  # type: ignore[arg-type]
+        theirs = await reference.asearch(("docs",), query=query, **kwargs)  # type: ignore[arg-type]
+        assert [(i.key, round(i.score or 0, 9)) for i in ours] == [
+            (i.key, round(i.score or 0, 9)) for i in theirs
+        ]
+    await store.adelete(("docs", "d0"), "k0")
+    assert "k0" not in {i.key for i in await store.asearch(("docs",), query="red apple pie")}
+    # an expired item is never an answer, and the sweep drops it from the vector pages too
+    await store.aput(("docs", "d1"), "short", {"text": "red apple pie"}, ttl=1)
+    assert (await store.asearch(("docs",), query="red apple pie", limit=1))[0].key == "short"
+    clock.at += 120
+    assert "short" not in {i.key for i in await store.asearch(("docs",), query="red apple pie")}
+    assert await store.asweep_ttl() == 1
