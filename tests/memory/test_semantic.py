@@ -611,3 +611,174 @@ def test_measured_on_10000_items(
     assert measured["recall"] == 1.0
     assert measured["bytes_max"] <= _vectors.PAGE_BUDGET
     assert measured["calls"] <= 1 + measured["pages"] + 30
+
+
+# -- through FoundryStore(index=...) -----------------------------------------------------------
+def _same(ours: Sequence[SearchItem], ref: Sequence[SearchItem], where: object) -> None:
+    """The comparison of :meth:`Pair.check`, for two stores' answers."""
+    (our_scores, our_names), (ref_scores, ref_names) = _scored(ours), _scored(ref)
+    assert our_scores == pytest.approx(ref_scores, abs=1e-9), where
+    assert our_names == ref_names, where
+    assert _scoreless(ours) == _scoreless(ref), where
+    assert len(ours) == len(ref), where
+    scores = [r.score for r in ours if r.score is not None]
+    assert scores == sorted(scores, reverse=True), where
+
+
+def _index(dims: int = 32) -> IndexConfig:
+    return {"dims": dims, "embed": HashingEmbeddings(dims), "fields": ["text", "tags[*]"]}
+
+
+async def _page_entries(store: Any) -> dict[str, int]:
+    """Entries per vector page of a FoundryStore (its memory scope's ``k``="v" items)."""
+    core = store._core
+
+    async def entries() -> dict[str, int]:
+        scope = await core.scope(None)
+        out = {}
+        for listed in await _vectors._list_all(scope, {"k": "v"}):
+            stored = await scope.store.get_item(listed.key)
+            if stored is not None:
+                out[listed.key] = len(stored.value["k"])
+        return out
+
+    return dict(await core.arun(entries()))
+
+
+@pytest.mark.parametrize("face", ["sync", "async"])
+async def test_foundrystore_answers_as_inmemorystore(make_memory_store: Any, face: str) -> None:
+    """Batches of puts (several vectors per item, ``index=False``, ``index=[...]``, no text),
+    re-puts, deletes; queries under prefixes with filters (every operator), offsets, limits."""
+    ours = make_memory_store(index=_index())
+    ref = InMemoryStore(index=_index())
+    rng = random.Random(21)
+    namespaces = [("mem", "u1"), ("mem", "u2"), ("mem", "u2", "notes"), ("tools",)]
+    ops: list[Any] = _corpus(rng, namespaces, 80)
+    ops += [
+        PutOp(("mem", "u1"), "plain", {"text": "apple banana", "kind": "a", "i": 1}, index=False),
+        PutOp(
+            ("mem", "u1"), "titled", {"title": "apple pie", "kind": "a", "i": 2}, index=["title"]
+        ),
+        PutOp(("mem", "u1"), "bare", {"kind": "a", "i": 3}),
+        PutOp(("mem", "u2"), "k1", {"text": "storm rain snow", "kind": "b", "i": 4}),
+        PutOp(("mem", "u1"), "k0", None),
+    ]
+
+    async def batch(batch_ops: list[Any]) -> None:
+        if face == "sync":
+            await asyncio.to_thread(ours.batch, batch_ops)
+        else:
+            await ours.abatch(batch_ops)
+        ref.batch(batch_ops)
+
+    for start in range(0, len(ops), 17):
+        await batch(ops[start : start + 17])
+    filters: list[dict[str, Any] | None] = [
+        None,
+        {"kind": "a"},
+        {"i": {"$gt": 30}},
+        {"i": {"$gte": 10, "$lt": 60}},
+        {"kind": {"$ne": "a"}, "i": {"$lte": 50}},
+        {"i": {"$eq": 5}},
+    ]
+    pages = [(10, 0), (4, 3), (50, 0), (5, 70)]
+    combos = [(flt, page) for flt in filters for page in pages]
+    rng.shuffle(combos)
+    queries = [_text(rng, 3) for _ in range(5)] + ["apple pie", "storm rain snow"]
+    prefixes = [(), ("mem",), ("mem", "u2"), ("mem", "u2", "notes"), ("nothing",)]
+    turn = 0
+    for query in queries:
+        for prefix in prefixes:
+            for _ in range(3):  # every filter and page shape, in turn
+                flt, (limit, offset) = combos[turn % len(combos)]
+                turn += 1
+                args: dict[str, Any] = {
+                    "query": query,
+                    "filter": flt,
+                    "limit": limit,
+                    "offset": offset,
+                }
+                if face == "sync":
+                    got = await asyncio.to_thread(ours.search, prefix, **args)
+                else:
+                    got = await ours.asearch(prefix, **args)
+                _same(got, ref.search(prefix, **args), (prefix, args))
+                for item in got:
+                    assert item.value == ref.get(item.namespace, item.key).value  # type: ignore[union-attr]
+
+
+def test_a_reput_replaces_the_vectors(make_memory_store: Any) -> None:
+    """The one deviation: InMemoryStore keeps an item's vectors when it is re-put with
+    ``index=False``; FoundryStore holds the vectors of the item's last put only."""
+    ours = make_memory_store(index=_index())
+    ref = InMemoryStore(index=_index())
+    for store in (ours, ref):
+        store.put(("d",), "a", {"text": "red apple"})
+        store.put(("d",), "b", {"text": "blue river"})
+        store.put(("d",), "a", {"text": "red apple"}, index=False)
+    assert [(r.key, r.score is None) for r in ours.search(("d",), query="red apple")] == [
+        ("b", False),
+        ("a", True),
+    ]
+    assert ref.search(("d",), query="red apple")[0].key == "a"  # scored by its old vector
+
+
+async def test_indexed_store_calls(make_memory_store: Any) -> None:
+    """An indexed put: the item (1) and its page (a listing, a read, a write); a query over 300
+    items: the page listing, its pages, about ``limit`` items."""
+    store = make_memory_store(index=_index())
+    rng = random.Random(4)
+    await store.abatch(_corpus(rng, [("c",)], 300))
+    entries = await _page_entries(store)
+    assert sum(entries.values()) == 300
+    calls = await _counting(store)
+    await store.aput(("c",), "new", {"text": "golden eagle"})
+    assert calls.calls == {"set_item": 2, "list_keys": 1, "get_item": 1}
+    calls.calls.clear()
+    found = await store.asearch(("c",), query="golden eagle", limit=10)
+    assert found[0].key == "new"
+    assert calls.calls["list_keys"] == 1
+    assert len(entries) <= calls.calls["get_item"] <= len(entries) + 20
+    assert sum(calls.calls.values()) == calls.calls["list_keys"] + calls.calls["get_item"]
+    calls.calls.clear()
+    await store.adelete(("c",), "new")
+    assert calls.calls == {"delete_item": 1, "list_keys": 1, "get_item": 1, "set_item": 1}
+
+
+async def _counting(store: Any) -> CountingStore:
+    core = store._core
+    scope = await core.arun(core.scope(None))
+    counting = CountingStore(scope.store)
+    scope.store = counting
+    return counting
+
+
+async def test_expired_items_leave_queries_and_pages(
+    make_memory_store: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An item past its TTL is never a result; ``sweep_ttl`` drops its page entry."""
+    from foundry_checkpoint._memory import _layout
+
+    clock = [_layout.now()]
+    monkeypatch.setattr(_layout, "now", lambda: clock[0])
+    store = make_memory_store(index=_index())
+    await store.aput(("t",), "short", {"text": "silver whale"}, ttl=1)
+    await store.aput(("t",), "long", {"text": "silver whale song"})
+    assert {r.key for r in await store.asearch(("t",), query="silver whale")} == {"short", "long"}
+    clock[0] += 120
+    assert [r.key for r in await store.asearch(("t",), query="silver whale")] == ["long"]
+    assert sum((await _page_entries(store)).values()) == 2
+    assert await store.asweep_ttl() == 1
+    assert sum((await _page_entries(store)).values()) == 1
+
+
+async def test_users_search_only_their_own_memories(make_memory_store: Any) -> None:
+    """Two users, the same namespaces and keys: each query sees its user's items only."""
+    stores = {user: make_memory_store(user=user, index=_index()) for user in ("ann", "bo")}
+    for user, store in stores.items():
+        await store.aput(("m",), "k", {"text": f"apple {user}"})
+        await store.aput(("m",), f"only-{user}", {"text": "apple river"})
+    for user, store in stores.items():
+        found = await store.asearch(("m",), query=f"apple {user}")
+        assert {r.key for r in found} == {"k", f"only-{user}"}
+        assert [r.value for r in found if r.key == "k"] == [{"text": f"apple {user}"}]
