@@ -44,9 +44,11 @@ from langgraph.store.base import (
 )
 
 from foundry_checkpoint.adapter import (
+    DEFAULT_GC_GRACE_SECONDS,
     MAX_PAGE,
     Call,
     CoreOwner,
+    GcReport,
     ItemKey,
     LocalBackend,
     Scope,
@@ -54,6 +56,7 @@ from foundry_checkpoint.adapter import (
     bounded,
     check_text,
     new_core,
+    spilled_digest,
     unescape,
 )
 from foundry_checkpoint.errors import CorruptPayloadError, InvalidArgumentError
@@ -718,6 +721,65 @@ class FoundryStore(CoreOwner, BaseStore):
         has_items, exact = self._liveness(scope)
         await self._namespaces.sweep(scope, has_items, exact=exact)
         return dropped
+
+    # -- spilled blobs --------------------------------------------------------------------
+    def gc(
+        self, *, grace_seconds: float = DEFAULT_GC_GRACE_SECONDS, dry_run: bool = False
+    ) -> GcReport:
+        """Delete this user's spilled blobs that no memory references any more.
+
+        A value over the item limit is a blob in the spill store (content-addressed, so equal
+        values share one); deleting or replacing the memory leaves the blob until this runs.
+        It reads every memory once. Only blobs last modified more than ``grace_seconds`` ago
+        are taken, so a put still in flight (blob first, item second) is safe. Give the store
+        a ``store_prefix`` of its own (not the checkpointer's): collection works per prefix.
+
+        Args:
+            grace_seconds: the age below which an unreferenced blob is kept.
+            dry_run: report what would be deleted, delete nothing.
+
+        Returns:
+            What was scanned, kept and deleted.
+
+        Example:
+            >>> with FoundryStore(store_prefix="ex-store-gc") as store:
+            ...     report = store.gc(dry_run=True)
+            >>> report.deleted
+            []
+        """
+        call = self._core.capture()
+        return self._core.run(
+            self._core.gc(self._referenced, grace_seconds=grace_seconds, dry_run=dry_run),
+            call=call,
+        )
+
+    async def agc(
+        self, *, grace_seconds: float = DEFAULT_GC_GRACE_SECONDS, dry_run: bool = False
+    ) -> GcReport:
+        """Async form of :meth:`gc`."""
+        call = self._core.capture()
+        return await self._core.arun(
+            self._core.gc(self._referenced, grace_seconds=grace_seconds, dry_run=dry_run),
+            call=call,
+        )
+
+    async def _referenced(self, scope: Scope) -> set[str]:
+        """Every blob digest the memories of ``scope`` reference (expired ones included,
+        until swept)."""
+        if scope.scope_id is not _SCOPE:
+            # Another adapter's scope under the same prefix: none of its blobs is ours to take.
+            ns = await scope.namespace(create=False)
+            spill = scope.spill
+            if ns is None or spill is None:
+                return set()
+            return {blob.digest for blob in await spill.list(ns)}
+        keys = [key async for key in self._keys(scope, {KIND_TAG: MEMORY_KIND}, MAX_PAGE)]
+        digests: set[str] = set()
+        for got in await bounded(scope.store.get_item(key.key) for key in keys):
+            encoded = got.value.get("v") if got is not None else None
+            if isinstance(encoded, Mapping) and (digest := spilled_digest(encoded)):
+                digests.add(digest)
+        return digests
 
     def start_ttl_sweeper(
         self, sweep_interval_minutes: int | None = None

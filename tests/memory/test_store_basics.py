@@ -282,6 +282,14 @@ def test_a_value_over_the_item_limit_spills_and_reads_back(memory_store: Foundry
     got = memory_store.get(("big",), "k")
     assert got is not None and got.value == {"blob": blob, "n": 1}
     assert [i.value["n"] for i in memory_store.search(("big",))] == [1]
+    other = base64.b64encode(os.urandom(900_000)).decode()
+    memory_store.put(("big",), "gone", {"blob": other})
+    memory_store.delete(("big",), "gone")
+    assert len(memory_store.gc(grace_seconds=0, dry_run=True).deleted) == 1
+    report = memory_store.gc(grace_seconds=0)
+    assert len(report.deleted) == 1 and report.referenced == 1
+    got = memory_store.get(("big",), "k")  # the live memory's blob was kept
+    assert got is not None and got.value["blob"] == blob
 
 
 # -- store calls ----------------------------------------------------------------------------
