@@ -799,7 +799,8 @@ async def _create(scope: Scope, page: _Page) -> None:
 async def _split(scope: Scope, page: _Page) -> None:
     """Split ``page`` into its two children: children first, then the parent (if unchanged).
 
-    A parent changed meanwhile (412): the children are deleted again and the caller retries.
+    A parent changed or gone meanwhile (412, 404), or a child made meanwhile (409): the
+    children this call created are deleted again and the caller retries.
     """
     children = _children(page)
     made: list[_Page] = []
@@ -816,7 +817,11 @@ async def _split(scope: Scope, page: _Page) -> None:
                     made.append(child)
         if page.etag is not None:
             await scope.store.delete_item(page.store_key, if_match=page.etag)
-    except (FoundryStoragePreconditionError, FoundryStorageConflictError):
+    except (
+        FoundryStoragePreconditionError,
+        FoundryStorageConflictError,
+        FoundryStorageNotFoundError,
+    ):
         await asyncio.gather(
             *(scope.store.delete_item(child.store_key) for child in made),
             return_exceptions=True,

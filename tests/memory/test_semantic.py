@@ -782,3 +782,43 @@ async def test_users_search_only_their_own_memories(make_memory_store: Any) -> N
         found = await store.asearch(("m",), query=f"apple {user}")
         assert {r.key for r in found} == {"k", f"only-{user}"}
         assert [r.value for r in found if r.key == "k"] == [{"text": f"apple {user}"}]
+
+
+def test_racing_writers_split_pages_without_losing_entries(
+    core: CheckpointCore, pair_factory: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two indexes (as two processes: no shared lock) put into one namespace at once while its
+    pages split: every entry lands once, the buckets stay prefix-free, answers stay exact."""
+    monkeypatch.setattr(_vectors, "PAGE_BUDGET", 2_000)
+
+    async def body() -> None:
+        pair = await pair_factory(dims=16)
+        other = VectorIndex({"dims": 16, "embed": HashingEmbeddings(16), "fields": ["text"]})
+        rng = random.Random(8)
+        ops = [PutOp(("race",), f"k{i}", {"text": _text(rng)}) for i in range(60)]
+        vectors = await pair.index.embed_puts(ops)
+        pair.ref.batch(ops)
+        for op in ops:
+            vec = vectors[(op.namespace, op.key)]
+            await pair.items.put(op.namespace, op.key, dict(op.value or {}), pack_vectors(vec))
+        await asyncio.gather(
+            *(
+                (pair.index if i % 2 else other).upsert(
+                    pair.scope, op.namespace, op.key, vectors[(op.namespace, op.key)]
+                )
+                for i, op in enumerate(ops)
+            )
+        )
+        listed = await _pages(pair)
+        buckets = [str(k.tags["b"]) for k in listed]
+        assert len(buckets) >= 3
+        assert not [(a, b) for a in buckets for b in buckets if a != b and b.startswith(a)]
+        keys: list[str] = []
+        for listed_key in listed:
+            stored = await pair.scope.store.get_item(listed_key.key)
+            keys += stored.value["k"]
+        assert sorted(keys) == sorted(op.key for op in ops)
+        for _ in range(4):
+            await pair.check(("race",), _text(rng, 3), limit=8)
+
+    run(core, body)
