@@ -155,6 +155,11 @@ _GROUP_BATCH: Final = 4
 _FILL: Final = 0.75
 
 
+def _wall() -> float:
+    """The clock compared with the store's ``created_at``/``updated_at`` (epoch seconds)."""
+    return time.time()
+
+
 def separator(left: Namespace, right: Namespace) -> Namespace:
     """The shortest tuple ``s`` with ``left < s <= right`` (``left < right``), for bounds.
 
@@ -362,6 +367,8 @@ class _Reader:
         self.store = store
         self.root = root
         self._leaves: dict[str, _Leaf | None] = {}
+        #: links followed to a leaf that is gone (expired under a store TTL)
+        self.gaps = 0
 
     async def leaf(self, leaf_id: str) -> _Leaf | None:
         if leaf_id not in self._leaves:
@@ -393,6 +400,7 @@ class _Reader:
             nxt = await self.leaf(leaf.next)
             if nxt is not None and nxt.lo == leaf.hi:
                 return nxt
+            self.gaps += 1
         return await self.first_from(leaf.hi)
 
     async def first_from(self, bound: Namespace) -> _Leaf | None:
@@ -628,7 +636,7 @@ class NamespaceIndex:
         if user.root is not None and clock - user.root_at < min(KNOWN_SECONDS, ttl / 8):
             return user.root
         root = await self._read_root(scope.store)
-        if root.etag is not None and root.updated < time.time() - ttl / 4:
+        if root.etag is not None and root.updated < _wall() - ttl / 4:
             try:
                 ref = await scope.store.set_item(
                     _ROOT_KEY, root.value(), tags=_TAGS, if_match=root.etag
@@ -770,7 +778,7 @@ class NamespaceIndex:
         held = set(leaf.entries)
         new = [ns for ns in part if ns not in held]
         revived = [ns for ns in part if ns in leaf.dead]
-        stale = leaf.updated < time.time() - ttl / 4
+        stale = leaf.updated < _wall() - ttl / 4
         if not new and not revived and not stale:
             return
         dead = {ns: at for ns, at in leaf.dead.items() if ns not in revived}
@@ -859,6 +867,9 @@ class NamespaceIndex:
         try:
             await self._cas(scope.store, plan.old)
         except _Conflict:
+            now = await scope.store.get_item(_leaf_key(plan.old.id))
+            if now is not None and now.value.get("next") == plan.new[0].id:
+                return  # this write went through (a retried request found it done)
             await bounded(scope.store.delete_item(_leaf_key(leaf.id)) for leaf in plan.new)
             raise
 
@@ -1041,8 +1052,9 @@ class NamespaceIndex:
                 if back:  # an item arrived while it was being removed
                     await self.add_many(scope, back)
                 removed += len(gone) - len(back)
-        await self._repair_root(scope, root, leaves)
-        await self._drop_orphans(scope, {each.id for each in leaves}, orphan_seconds)
+        if not reader.gaps:  # a gone leaf may hide linked ones: leave the root and keys be
+            await self._repair_root(scope, root, leaves)
+            await self._drop_orphans(scope, {each.id for each in leaves}, orphan_seconds)
         return removed
 
     async def _sweep_leaf(
@@ -1110,7 +1122,7 @@ class NamespaceIndex:
     async def _drop_orphans(scope: Scope, linked: set[str], orphan_seconds: float) -> None:
         """Delete leaves nothing links to (a split that crashed or lost its race)."""
         store = scope.store
-        cutoff = time.time() - orphan_seconds
+        cutoff = _wall() - orphan_seconds
         orphans: builtins.list[str] = []
         after: str | None = None
         while True:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import random
 import threading
+import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import replace
 from typing import Any
@@ -480,3 +481,37 @@ def test_a_damaged_leaf_is_refused(make_core: Callable[..., CheckpointCore]) -> 
     core.run(damage())
     with pytest.raises(CorruptPayloadError, match="namespace index"):
         index.held()
+
+
+def test_a_retried_split_finds_its_own_write(make_core: Callable[..., CheckpointCore]) -> None:
+    core = make_core()
+    index = Index(core, leaf_bytes=600)
+    before = [("users", f"u{i:03d}") for i in range(10)]
+    index.add(*before)
+    extra = [("users", f"u{i:03d}") for i in range(10, 30)]
+    plan = _overflowing(index, extra)
+    core.run(index.index.create_leaves(index.scope, plan))
+    core.run(index.index.link(index.scope, plan))
+    # the same conditional write again, as a retried request whose first attempt went through:
+    # a 412, but the old leaf already links to the new ones, so nothing is undone
+    core.run(index.index.link(index.scope, plan))
+    assert index.held() == sorted(before + extra)
+    assert len(index.leaf_keys()) == 1 + len(plan.new)
+
+
+def test_under_a_store_ttl_adds_keep_the_index_written(
+    make_core: Callable[..., CheckpointCore], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    core = make_core(item_ttl_seconds=3600)
+    Index(core).add_one(("a",))
+    other = Index(core)  # another process, which knows nothing yet
+    counting = other.counting()
+    other.add_one(("a",))
+    assert counting.calls["set_item"] == 0  # written moments ago: nothing to do
+    later = time.time() + 3600 / 4 + 60
+    monkeypatch.setattr(nsx, "_wall", lambda: later)
+    third = Index(core)
+    counting = third.counting()
+    third.add_one(("a",))
+    assert counting.calls["set_item"] == 1  # the leaf written again before the store's TTL
+    assert third.held() == [("a",)]
