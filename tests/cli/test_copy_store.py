@@ -137,6 +137,13 @@ def test_prefix_ns_copies_one_subtree_and_stores_copy_between_prefixes(
     with FoundryStore(**cli.env.kwargs(store_prefix=other)) as copy:
         assert everything(copy) == mine
 
+    back = path.parent / "back.db"  # and back into a new SQLite file, private to its owner
+    exported = cli.json("copy", "--store", "--from", "foundry-store", "--to", f"sqlite:{back}")
+    assert exported["copied"] == len(mine)
+    assert back.stat().st_mode & 0o777 == 0o600
+    with SqliteStore.from_conn_string(str(back)) as sqlite_copy:
+        assert everything(sqlite_copy) == mine
+
 
 def test_bad_store_copies_are_refused_before_anything_is_read(cli: Cli, tmp_path: Path) -> None:
     cases = [
