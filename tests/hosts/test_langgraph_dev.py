@@ -59,7 +59,8 @@ def langgraph_cli() -> Path:
     """The ``langgraph`` command of the server's own venv (built on first use)."""
     stamp = VENV / ".installed"
     with FileLock(str(VENV) + ".lock"):
-        if not stamp.is_file() or stamp.read_text() != _wanted():
+        wanted = _wanted()  # before installing: the files may change while pip runs
+        if not stamp.is_file() or stamp.read_text() != wanted:
             shutil.rmtree(VENV, ignore_errors=True)
             subprocess.run([sys.executable, "-m", "venv", str(VENV)], check=True)
             python = str(VENV / "bin" / "python")
@@ -69,7 +70,7 @@ def langgraph_cli() -> Path:
                 check=True,
                 cwd=ROOT,
             )
-            stamp.write_text(_wanted())
+            stamp.write_text(wanted)
     return VENV / "bin" / "langgraph"
 
 
