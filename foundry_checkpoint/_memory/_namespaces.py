@@ -52,10 +52,11 @@ yet known: 2 calls (leaf read, conditional write; +1 root read the first time pe
 plus ``n + 1`` when the leaf splits into ``n + 1`` leaves.
 
 **Liveness.** ``has_items(prefix)`` answers whether a live item's namespace starts with
-``prefix``; ``exact(namespace)`` (optional) whether a live item is in exactly that namespace.
-Without ``exact``, a namespace with other indexed namespaces under it (``("a",)`` beside
-``("a", "b")``) is confirmed by its prefix, so it may still be listed after its own items went
-while a deeper namespace keeps items: InMemoryStore's own behaviour for emptied namespaces.
+``prefix`` (it confirms a ``max_depth`` group); ``exact(namespace)`` (optional) whether a live
+item is in exactly that namespace (it confirms one namespace). Without ``exact`` a namespace is
+confirmed by its prefix, so one with other indexed namespaces under it (``("a",)`` beside
+``("a", "b")``) may still be listed after its own items went while a deeper one keeps items:
+InMemoryStore's own behaviour for emptied namespaces.
 
 **Sweep** (:meth:`NamespaceIndex.sweep`) walks every leaf, confirms each namespace, marks one
 that has no live item with a tombstone (the epoch it was found empty) and removes it once it
@@ -508,12 +509,9 @@ class _Walk:
         self.query = query
         self.exact = exact
 
-    async def _check(self, ns: Namespace) -> _Check:
-        """The check of ``ns`` (just passed): exact only when namespaces under it follow."""
-        if not self.exact:
-            return _Check(ns, exact=False)
-        following = await self.cursor.peek()
-        return _Check(ns, exact=following is not None and following[: len(ns)] == ns)
+    def _check(self, ns: Namespace) -> _Check:
+        """The check of one namespace: exactly it, when the store can tell."""
+        return _Check(ns, exact=self.exact)
 
     async def next(self) -> _Unit | None:
         head = self.query.head
@@ -525,7 +523,7 @@ class _Walk:
             if depth is None or len(ns) < depth:
                 self.cursor.advance()
                 if self.query.matches(ns):
-                    return _Unit(ns, (await self._check(ns),))
+                    return _Unit(ns, (self._check(ns),))
                 continue
             group = ns[:depth]
             if self.query.decided_by_group(depth):
@@ -539,7 +537,7 @@ class _Walk:
             while member is not None and member[:depth] == group:
                 self.cursor.advance()
                 if self.query.matches(member):
-                    checks.append(await self._check(member))
+                    checks.append(self._check(member))
                 member = await self.cursor.peek()
             if checks:
                 return _Unit(group, tuple(checks))
@@ -1022,15 +1020,7 @@ class NamespaceIndex:
             leaves.append(leaf)
             leaf = await reader.after(leaf)
         entries = [ns for each in leaves for ns in each.entries]
-        checks = [
-            _Check(
-                ns,
-                exact=exact is not None
-                and i + 1 < len(entries)
-                and entries[i + 1][: len(ns)] == ns,
-            )
-            for i, ns in enumerate(entries)
-        ]
+        checks = [_Check(ns, exact=exact is not None) for ns in entries]
 
         async def probe(check: _Check) -> bool:
             if check.exact and exact is not None:
