@@ -21,6 +21,7 @@ with the ``langgraph`` extra, editable, and ``langgraph-cli[inmem]``; ~45 s), re
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import shutil
 import signal
@@ -321,3 +322,39 @@ def test_langgraph_dev_serves_the_sample_in_hosted_mode(
             ) as store:
                 item = store.get(("approved", "tea"), thread_id)
                 assert (None if item is None else item.value) == expected, user
+
+
+#: A deterministic embedding for the index variant: letter counts (no model, no network).
+EMBEDDINGS = """def embed(texts):
+    return [[text.count(c) + 0.01 for c in "aeioustr"] for text in texts]
+"""
+
+
+def test_langgraph_dev_semantic_search_from_the_store_section(serve: Any, tmp_path: Path) -> None:
+    """The sample with an ``"index"`` in ``langgraph.json``'s store section (an embed file of
+    the project): ``search_items(query=...)`` through the server, before and after a restart."""
+    project = tmp_path / "project"
+    shutil.copytree(SAMPLE, project, ignore=shutil.ignore_patterns("__pycache__"))
+    config = json.loads((project / "langgraph.json").read_text(encoding="utf-8"))
+    config["store"]["index"] = {"dims": 8, "embed": "./embeddings.py:embed", "fields": ["likes"]}
+    config["store"]["ttl"] = {"default_ttl": 60, "sweep_interval_minutes": 30}
+    (project / "langgraph.json").write_text(json.dumps(config), encoding="utf-8")
+    (project / "embeddings.py").write_text(EMBEDDINGS, encoding="utf-8")
+
+    server = serve()
+    client = get_sync_client(url=server.url)
+    for key, likes in (("a", "coffee"), ("b", "tea"), ("c", "rice")):
+        client.store.put_item(["prefs", "ann"], key, {"likes": likes})
+    found = client.store.search_items(["prefs"], query="tea", limit=2)["items"]
+    assert [i["key"] for i in found] == ["b", "a"]
+    assert found[0]["score"] == pytest.approx(1.0)
+    server.stop()
+
+    server = serve()
+    client = get_sync_client(url=server.url)
+    again = client.store.search_items(["prefs"], query="tea", limit=2)["items"]
+    assert [(i["key"], i["score"]) for i in again] == [(i["key"], i["score"]) for i in found]
+    server.stop()
+    log = server.text()
+    assert "Using custom store: FoundryStore(" in log
+    assert "BlockingError" not in log and "Blocking call" not in log
