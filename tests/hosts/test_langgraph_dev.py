@@ -8,8 +8,8 @@ the run and reads the thread's history, all from the embedded local store. The s
 ``samples/langgraph_server`` (its own files, copied to a temporary folder because the server
 writes its records there) adds ``FoundryStore``: the server's store API (put, get, search with a
 filter, list_namespaces, delete) across a restart, the memory the graph wrote read through the
-server and with ``FoundryStore`` itself; and the same sample in a hosted agent's environment on
-the emulator.
+server and with ``FoundryStore`` itself; the same sample in a hosted agent's environment on
+the emulator; and semantic search with an index from ``langgraph.json``'s store section.
 
 The server (langgraph-cli with the in-memory runtime, Elastic-2.0 licensed) cannot share the
 test environment: it needs protobuf 6 and grpcio 1.81, AutoGen's gRPC runtime protobuf 5.29 and
