@@ -4,13 +4,24 @@ Design, in short (the mapping is in :mod:`._layout`):
 
 * all memory of one user is one store, ``<store_prefix>/default``, isolated per user; one item
   per memory, its key built from the namespace and key, its namespace prefixes in tags;
-* ``get`` is one store call, ``put`` one (plus, the first time this process writes into a
-  namespace, the namespace index's entry), ``delete`` one;
-* ``search`` without a query lists keys by tags (the prefix, the declared tag fields) and
-  reads only the page: its cost grows with ``offset`` and ``limit``, not with the items under
-  the prefix. A filter the tags cannot answer is evaluated on each item read;
+* ``get`` is one store call, ``delete`` one (plus the vector page's update when indexed), ``put``
+  one (plus, the first time this process writes into a namespace, the namespace index's entry
+  (:mod:`._namespaces`), and the vector page's update when indexed (:mod:`._vectors`));
+* ``search`` without a query lists keys by tags (the prefix, the declared tag fields' equality),
+  skips ``offset`` keys from the listing alone and reads only the page: its cost grows with
+  ``offset`` and ``limit``, not with the items under the prefix. A filter the tags cannot answer
+  is evaluated on each item read, so its cost grows with the items examined. A query goes to the
+  vector index;
+* ``list_namespaces`` walks the namespace index, each candidate confirmed live by one short key
+  listing (its prefix or namespace tag);
+* TTL (minutes, LangGraph's): the expiry is kept in the value (``exp``) and in tag ``x``, so a
+  listing skips expired items without reading them; a read that refreshes rewrites both
+  (``if_match``: a lost race with a writer is ignored); :meth:`FoundryStore.sweep_ttl` deletes
+  what expired. The state store's own per-store TTL (``item_ttl_seconds``) is an outer bound
+  renewed only by writes, off by default;
 * reads of a batch see the state before its writes, independent operations run concurrently;
-* one async implementation: sync faces block on the core's private loop, async ones await it.
+* one async implementation: sync faces block on the core's private loop, async ones await it,
+  with the caller's identity captured once per call.
 """
 
 from __future__ import annotations

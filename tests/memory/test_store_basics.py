@@ -387,8 +387,8 @@ async def test_one_store_serves_each_request_its_own_users_memory(
             assert got is not None and got.value == {"user": user}
             assert [i.value for i in await store.asearch(("prefs",))] == [{"user": user}]
 
-    await asyncio.gather(*(request(f"user-{i}") for i in range(5)))
-    for i in range(5):
+    await asyncio.gather(*(request(f"user-{i}") for i in range(20)))
+    for i in range(20):
         context = FoundryAgentRequestContext(
             call_id=store_env.call_id(f"user-{i}"), user_id=f"user-{i}"
         )
