@@ -1,21 +1,21 @@
 """The graph ``langgraph dev`` serves in ``tests/hosts/test_langgraph_dev.py``, on our saver.
 
-``langgraph.json`` names :func:`checkpointer`, an async context manager yielding a
-``FoundryCheckpointer`` (local mode: the embedded store under ``AGENTSERVER_STATE_ROOT``).
+``langgraph.json`` names ``./agent.py:checkpointer``: the factory of
+:mod:`foundry_checkpoint.langgraph_server`, re-exported by this file (the file form of the path),
+an async context manager yielding a ``FoundryCheckpointer`` (local mode: the embedded store under
+``AGENTSERVER_STATE_ROOT``).
 """
 
 from __future__ import annotations
 
 import operator
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from typing import Annotated
 
 from langgraph.graph import END, START, StateGraph
 from langgraph.types import interrupt
 from typing_extensions import TypedDict
 
-from foundry_checkpoint import FoundryCheckpointer
+from foundry_checkpoint.langgraph_server import checkpointer
 
 
 class State(TypedDict, total=False):
@@ -39,8 +39,4 @@ builder.add_edge("review", END)
 graph = builder.compile()
 
 
-@asynccontextmanager
-async def checkpointer() -> AsyncIterator[FoundryCheckpointer]:
-    """The server's checkpointer, closed when the server stops."""
-    async with FoundryCheckpointer() as saver:
-        yield saver
+__all__ = ["checkpointer", "graph"]
