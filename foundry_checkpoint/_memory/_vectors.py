@@ -690,6 +690,8 @@ def _score_pages(
     without vectors. A key on several pages (an interrupted split) counts from the deepest."""
     norm = float(np.linalg.norm(query))
     unit = query / norm if norm else query
+    unit32 = unit.astype(np.float32)
+    slack = 2.0 * (dims + 1) * 2.0**-24
     best: dict[tuple[Namespace, str], tuple[int, _Candidate | None]] = {}
     for page, value in sorted(pages, key=lambda pv: len(pv[0].bits)):
         try:
@@ -712,18 +714,21 @@ def _score_pages(
                 "a vector page of the memory store is malformed: it was changed outside this "
                 "package; run the store's repair to rebuild it from the items"
             ) from exc
-        upper_rows = scales * (codes.astype(np.float64) @ unit) + bounds if rows else None
-        row = 0
+        # each entry's upper bound: the largest ``approx + r`` over its rows (max pooling)
+        uppers: list[float] = []
+        if rows:
+            # float32 products: their rounding (at most dims * 2**-24 of ||a q|| ||x||, about
+            # 1) is added to the bounds, so the upper bounds stay bounds
+            dots = codes.astype(np.float32) @ unit32
+            upper_rows = scales * dots.astype(np.float64) + (bounds + slack)
+            sizes = np.asarray(counts, dtype=np.int64)
+            starts = np.concatenate(([0], np.cumsum(sizes)[:-1]))[sizes > 0]
+            uppers = np.maximum.reduceat(upper_rows, starts).tolist()
+        scored = iter(uppers)
+        depth = len(page.bits)
         for key, version, count in zip(keys, versions, counts, strict=True):
-            ident = (page.namespace, key)
-            if count:
-                assert upper_rows is not None
-                upper = float(upper_rows[row : row + count].max())
-                row += count
-                found: _Candidate | None = _Candidate(page.namespace, key, upper, version)
-            else:
-                found = None
-            best[ident] = (len(page.bits), found)
+            found = _Candidate(page.namespace, key, next(scored), version) if count else None
+            best[(page.namespace, key)] = (depth, found)
     candidates = [c for _, c in best.values() if c is not None]
     candidates.sort(key=lambda c: c.upper, reverse=True)
     scoreless = [ident for ident, (_, c) in best.items() if c is None]
