@@ -223,3 +223,16 @@ def test_from_postgres_store(cli: Cli, postgres_dsn: str, monkeypatch: pytest.Mo
     monkeypatch.setattr(_layout, "now", lambda: later)
     with FoundryStore(**cli.env.kwargs()) as new:
         assert everything(new) == {k: v for k, v in written.items() if v["n"] % 3 != 0}
+
+
+@pytest.mark.parametrize("store_mode", ["hosted"])  # counted by the emulator
+def test_a_rerun_costs_one_read_per_item_and_writes_nothing(cli: Cli, sqlite_source: Any) -> None:
+    path, written = sqlite_source
+    args = ("copy", "--store", "--from", f"sqlite:{path}", "--to", "foundry-store")
+    assert cli.json(*args)["copied"] == len(written)
+    before = cli.env.emulator.requests
+    assert cli.json(*args)["copied"] == 0
+    spent = cli.env.emulator.requests - before
+    assert spent["get_item"] == len(written)  # one look-up per item...
+    assert not any(spent[call] for call in ("put_item", "create_item", "delete_item"))
+    assert spent["list_keys"] == 0  # ...and nothing listed
