@@ -358,3 +358,16 @@ def test_langgraph_dev_semantic_search_from_the_store_section(serve: Any, tmp_pa
     log = server.text()
     assert "Using custom store: FoundryStore(" in log
     assert "BlockingError" not in log and "Blocking call" not in log
+
+
+def test_langgraph_dev_refuses_the_colon_form_of_a_module_path(serve: Any, tmp_path: Path) -> None:
+    """What docs/langgraph-server.md says: ``module:name`` does not load, ``module.name`` does
+    (langgraph-api splits a path without ``/`` or ``.py:`` at its last dot)."""
+    project = tmp_path / "project"
+    shutil.copytree(SAMPLE, project, ignore=shutil.ignore_patterns("__pycache__"))
+    config = json.loads((project / "langgraph.json").read_text(encoding="utf-8"))
+    config["checkpointer"]["path"] = "foundry_checkpoint.langgraph_server:checkpointer"
+    (project / "langgraph.json").write_text(json.dumps(config), encoding="utf-8")
+    with pytest.raises(AssertionError, match="exited early") as failed:
+        serve()
+    assert "Could not find checkpointer" in str(failed.value)
