@@ -90,6 +90,8 @@ def split(
     Example:
         >>> split({"kind": {"$ne": "x"}, "other": 1}, ("kind",))
         ({}, {'kind': {'$ne': 'x'}, 'other': 1})
+        >>> split({"kind": {"$eq": "x", "bad": 1}}, ("kind",))  # raises on read, as it would
+        ({}, {'kind': {'$eq': 'x', 'bad': 1}})
     """
     tags: dict[str, str] = {}
     rest: dict[str, Any] = {}
@@ -98,7 +100,8 @@ def split(
             rest[key] = wanted
             continue
         if isinstance(wanted, dict):
-            if "$eq" in wanted and (tag := field_tag(wanted["$eq"])) is not None:
+            operators = all(isinstance(k, str) and k.startswith("$") for k in wanted)
+            if operators and "$eq" in wanted and (tag := field_tag(wanted["$eq"])) is not None:
                 tags[FIELD_TAG + key] = tag
                 others = {k: v for k, v in wanted.items() if k != "$eq"}
                 if others:

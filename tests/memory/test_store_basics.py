@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import os
+import random
 import re
 from collections.abc import Callable
 from datetime import datetime, timezone
@@ -430,3 +431,60 @@ async def test_semantic_search_through_the_store_answers_as_in_memory_store(
     clock.at += 120
     assert "short" not in {i.key for i in await store.asearch(("docs",), query="red apple pie")}
     assert await store.asweep_ttl() == 1
+
+
+# -- filters: the same answers as InMemoryStore's, and the tag split exact ------------------
+_VALUES: list[Any] = [
+    None, True, False, 0, 1, 1.0, -0.0, 2.5, 10**20, 10**20 + 1, 1e20, "", "1", "a", "b",
+    "x" * 300, [1, 2], [1.0, 2], (1, 2), [], {"a": 1}, {"a": {"b": [1, "x"]}}, {},
+]  # fmt: skip
+
+
+def _random_filter(rng: random.Random) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for field in rng.sample(["f", "g", "h"], rng.randint(1, 3)):
+        shape = rng.random()
+        wanted = rng.choice(_VALUES)
+        if shape < 0.4:
+            out[field] = wanted
+        elif shape < 0.8:
+            ops = rng.sample(["$eq", "$ne", "$eq", "$ne"], rng.randint(1, 2))
+            out[field] = {op: rng.choice(_VALUES) for op in ops}
+        else:
+            out[field] = {rng.choice(["$gt", "$gte", "$lt", "$lte"]): rng.choice([0, 1, 2.5, "1"])}
+    return out
+
+
+def test_filters_match_in_memory_store_and_the_tag_split_is_exact() -> None:
+    from langgraph.store.memory import _compare_values
+
+    from foundry_checkpoint._memory._filter import matches, split
+    from foundry_checkpoint._memory._layout import FIELD_TAG, field_tag
+
+    rng = random.Random(28)
+    compared = served = 0
+    for _ in range(4000):
+        value = {k: rng.choice(_VALUES) for k in rng.sample(["f", "g", "h"], rng.randint(0, 3))}
+        flt = _random_filter(rng)
+        try:
+            expected: object = all(_compare_values(value.get(k), v) for k, v in flt.items())
+        except Exception as exc:  # the ordering operators raise on what float() refuses
+            expected = type(exc)
+        try:
+            ours: object = matches(value, flt)
+        except Exception as exc:
+            ours = type(exc)
+        assert ours == expected, (value, flt)
+        if isinstance(expected, type):
+            continue
+        compared += 1
+        tags, rest = split(flt, ("f", "g"))
+        served += bool(tags)
+        carried = {FIELD_TAG + f: t for f in ("f", "g") if (t := field_tag(value.get(f)))}
+        by_tags = all(carried.get(k) == v for k, v in tags.items())
+        try:
+            split_answer: object = by_tags and matches(value, rest)
+        except Exception as exc:
+            split_answer = type(exc)
+        assert split_answer == expected, (value, flt, tags, rest)
+    assert compared > 1000 and served > 500
