@@ -104,7 +104,15 @@ class StoreSubject:
                 from langgraph.store.postgres.aio import AsyncPostgresStore  # noqa: F401
             elif self.key == "sqlite":
                 if self.index is not None:
+                    import sqlite3
+
                     import sqlite_vec  # noqa: F401
+
+                    if not hasattr(sqlite3.Connection, "enable_load_extension"):
+                        return (
+                            "its index needs sqlite-vec loaded as an extension, and this "
+                            "Python's sqlite3 was built without extension loading"
+                        )
                 from langgraph.store.sqlite.aio import AsyncSqliteStore  # noqa: F401
             elif self.key.startswith("fs-"):
                 from foundry_checkpoint import FoundryStore  # noqa: F401

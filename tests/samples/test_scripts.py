@@ -35,6 +35,7 @@ def test_every_script_is_tested() -> None:
         "quickstart.py",
         "langgraph_human_in_the_loop.py",
         "langgraph_large_state.py",
+        "langgraph_memory.py",
         "maf_workflow_resume.py",
         "maf_human_in_the_loop.py",
         "hosted_offline.py",
@@ -87,6 +88,22 @@ def test_langgraph_large_state(sample_env: dict[str, str]) -> None:
     assert 3 * 1024 * 1024 <= stored <= blobs * (3 * 1024 * 1024 + 4096)
     assert "read back: 3,145,728 bytes, intact: True" in out
     assert out[-1] == "after delete_thread: 0 blobs"
+
+
+def test_langgraph_memory(sample_env: dict[str, str], tmp_path: Path) -> None:
+    out = run("langgraph_memory.py", sample_env)
+    assert out == [
+        "[process 1] alice (thread alice-monday): noted seat = window",
+        "[process 1] alice (thread alice-monday): noted meal = vegetarian",
+        "[process 1] bob (thread bob-monday): noted seat = aisle",
+        "[process 2] alice (thread alice-friday): booked: meal vegetarian, seat window",
+        "[process 2] bob (thread bob-friday): booked: seat aisle",
+        "[process 2] messages in thread alice-friday: 2",
+        "[process 2] namespaces remembered: "
+        "[('users', 'alice', 'preferences'), ('users', 'bob', 'preferences')]",
+    ]
+    # threads and memories in the one embedded store of the local default
+    assert (tmp_path / "state" / "foundry_checkpoint" / "state.sqlite3").is_file()
 
 
 def test_maf_workflow_resume(sample_env: dict[str, str]) -> None:
