@@ -404,6 +404,9 @@ class FoundryStore(CoreOwner, BaseStore):
         if self._vectors is not None and writes:
             vectors = await self._vectors.embed_puts(writes)
         if writes:
+            # Keeps the store's spill namespace (and its index entry) alive under a store TTL;
+            # rate-limited: the first write of the process, then at most every quarter TTL.
+            await scope.touch()
             await self._namespaces.add_many(scope, {op.namespace for op in writes})
         await bounded(self._put(scope, op, vectors.get((op.namespace, op.key))) for op in puts)
 
