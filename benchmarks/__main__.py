@@ -78,7 +78,7 @@ FULL: dict[str, dict[str, Any]] = {
     "maf-latest": {"sizes": [10, 100, 1_000], "reads": 10, "slow_reads": 3, "budget_s": 60},
     "hosted-threads": {"threads": 2000, "users": 20, "marks": [200, 1000, 2000]},
     "lg-memory": {"sizes": [100, 10_000], "ops": 100, "handoff_calls": 2000},
-    "lg-memory-search": {"items": 10_000, "queries": 50},
+    "lg-memory-search": {"items": 10_000, "hosted_items": 2_000, "queries": 50, "puts": 20},
 }
 
 QUICK: dict[str, dict[str, Any]] = {
@@ -99,7 +99,7 @@ QUICK: dict[str, dict[str, Any]] = {
     "maf-latest": {"sizes": [10, 100], "reads": 3, "slow_reads": 1, "budget_s": 10},
     "hosted-threads": {"threads": 400, "users": 20, "marks": [100, 200, 400]},
     "lg-memory": {"sizes": [100, 1_000], "ops": 20, "handoff_calls": 500},
-    "lg-memory-search": {"items": 1_000, "queries": 10},
+    "lg-memory-search": {"items": 1_000, "queries": 10, "puts": 5},
 }
 
 
