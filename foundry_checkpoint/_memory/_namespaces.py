@@ -605,12 +605,7 @@ class NamespaceIndex:
         return user
 
     def forget(self, scope: Scope) -> None:
-        """Drop what this index remembers of ``scope``'s user (after its store was emptied).
-
-        Example:
-            >>> NamespaceIndex().forget  # doctest: +ELLIPSIS
-            <bound method NamespaceIndex.forget of ...>
-        """
+        """Drop what this index remembers of ``scope``'s user (after its store was emptied)."""
         self._users.pop(scope.user, None)
 
     @staticmethod
@@ -682,10 +677,6 @@ class NamespaceIndex:
         Raises:
             ConcurrentWriteError: other writers changed the leaf :data:`ATTEMPTS` times in a
                 row (nothing of this namespace was lost: retry the call).
-
-        Example:
-            >>> NamespaceIndex().add  # doctest: +ELLIPSIS
-            <bound method NamespaceIndex.add of ...>
         """
         await self.add_many(scope, (namespace,))
 
@@ -698,10 +689,6 @@ class NamespaceIndex:
 
         Raises:
             ConcurrentWriteError: as :meth:`add`.
-
-        Example:
-            >>> NamespaceIndex().add_many  # doctest: +ELLIPSIS
-            <bound method NamespaceIndex.add_many of ...>
         """
         user = self._user(scope)
         lifetime = min(KNOWN_SECONDS, self._ttl(scope) / 8)
@@ -797,12 +784,7 @@ class NamespaceIndex:
             raise _Conflict from exc
 
     def plan_split(self, leaf: _Leaf) -> _Split:
-        """Cut ``leaf`` (over :data:`LEAF_BYTES`) into pieces of about three quarters of it.
-
-        Example:
-            >>> NamespaceIndex().plan_split  # doctest: +ELLIPSIS
-            <bound method NamespaceIndex.plan_split of ...>
-        """
+        """Cut ``leaf`` (over :data:`LEAF_BYTES`) into pieces of about three quarters of it."""
         sizes = [_entry_size(ns) for ns in leaf.entries]
         total = sum(sizes)
         pieces = max(2, min(len(sizes), math.ceil(total / (self.leaf_bytes * _FILL))))
@@ -840,12 +822,7 @@ class NamespaceIndex:
         return _Split(old, tuple(new))
 
     async def create_leaves(self, scope: Scope, plan: _Split) -> None:
-        """Split step 1: create the new leaves (nothing links to them yet).
-
-        Example:
-            >>> NamespaceIndex().create_leaves  # doctest: +ELLIPSIS
-            <bound method NamespaceIndex.create_leaves of ...>
-        """
+        """Split step 1: create the new leaves (nothing links to them yet)."""
         await bounded(
             create_item(scope.store, _leaf_key(leaf.id), leaf.value(), tags=_TAGS)
             for leaf in plan.new
@@ -857,10 +834,6 @@ class NamespaceIndex:
 
         Raises:
             _Conflict: the old leaf changed since it was read.
-
-        Example:
-            >>> NamespaceIndex().link  # doctest: +ELLIPSIS
-            <bound method NamespaceIndex.link of ...>
         """
         try:
             await self._cas(scope.store, plan.old)
@@ -934,10 +907,6 @@ class NamespaceIndex:
         Raises:
             InvalidArgumentError: a negative ``limit``, ``offset`` or ``max_depth``.
             ValueError: a condition of another match type than prefix or suffix.
-
-        Example:
-            >>> NamespaceIndex().list  # doctest: +ELLIPSIS
-            <bound method NamespaceIndex.list of ...>
         """
         for name in ("limit", "offset", "max_depth"):
             number = getattr(op, name)
@@ -1006,10 +975,6 @@ class NamespaceIndex:
 
         Returns:
             How many namespaces were removed.
-
-        Example:
-            >>> NamespaceIndex().sweep  # doctest: +ELLIPSIS
-            <bound method NamespaceIndex.sweep of ...>
         """
         store = scope.store
         root = await self._read_root(store)
