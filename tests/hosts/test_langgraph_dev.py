@@ -250,6 +250,14 @@ def test_langgraph_dev_serves_the_sample_on_our_saver_and_store(
     again = client.runs.wait(second, "agent", input={"topic": "tea"})
     assert isinstance(again, dict), again
     assert again["notes"] == ["draft 2 on tea"]
+    # Copy a thread (our acopy_thread) and delete one (our adelete_thread).
+    client.threads.copy(second)
+    known = {thread_id, second}
+    (copy,) = [
+        t["thread_id"] for t in client.threads.search(limit=100) if t["thread_id"] not in known
+    ]
+    assert client.threads.get_state(copy)["values"] == client.threads.get_state(second)["values"]
+    client.threads.delete(second)
     server.stop()
 
     log = server.text()
@@ -259,11 +267,19 @@ def test_langgraph_dev_serves_the_sample_on_our_saver_and_store(
     assert "BlockingError" not in log and "Blocking call" not in log
     assert "--allow-blocking, which allows" not in log  # the check was armed
 
-    # The memories are in our store: read them with FoundryStore itself, the server stopped.
-    from foundry_checkpoint import FoundryStore
+    # Checkpoints and memories are in our stores: read them directly, the server stopped.
+    from foundry_checkpoint import FoundryCheckpointer, FoundryStore
 
     monkeypatch.setenv("AGENTSERVER_STATE_ROOT", str(tmp_path / "state"))
     monkeypatch.delenv("FOUNDRY_HOSTING_ENVIRONMENT", raising=False)
+    with FoundryCheckpointer() as saver:
+
+        def latest(thread: str) -> Any:
+            return saver.get_tuple({"configurable": {"thread_id": thread}})
+
+        assert latest(thread_id) is not None
+        assert latest(copy) is not None
+        assert latest(second) is None  # deleted through the server
     with FoundryStore() as store:
         item = store.get(("approved", "tea"), thread_id)
         assert item is not None
