@@ -6,13 +6,16 @@ index keeps every namespace that received an item, sorted, in items of the user'
 store (kind word ``n``, tag ``k`` = ``"n"``):
 
 * **leaves** (``n/l/<id>``): each holds the sorted namespaces of one key range ``[lo, hi)``
-  (tuple order, as ``sorted()`` orders namespaces), the id of the leaf right of it (``next``)
+  (tuple order, as ``sorted()`` and InMemoryStore order namespaces; PostgresStore orders the
+  dot-joined text instead), the id of the leaf right of it (``next``)
   and tombstones (below); at most :data:`LEAF_BYTES` of JSON, so well under the item limit;
 * **the root** (``n/root``): the ``lo`` bound and id of every leaf, sorted. Until the first
   split there is no root: the first leaf (``n/l/0``) covers everything. The root is a *hint*
   that finds a leaf in one step; the leaves' own ranges and ``next`` links are the truth
   (Lehman and Yao's B-link tree), so a root that is stale or full costs extra leaf reads,
-  never a wrong answer.
+  never a wrong answer. A full root (:data:`ROOT_BYTES`, some 10,000 leaves of about a
+  thousand namespaces each at typical sizes) stops learning new leaves: past it, reads walk
+  links.
 
 **Writes** (:meth:`NamespaceIndex.add`): find the leaf whose range holds the namespace (the
 root, then ``next`` links while the namespace is at or past the leaf's ``hi``), insert, and
@@ -27,29 +30,33 @@ from the new version) or sees the new range and follows the link; (3) the root l
 leaves (a crash before it leaves a stale root: readers follow the link). Separators are the
 shortest tuples that separate the two sides, so the root stays small. A namespace this process
 added or saw in the index is known for :data:`KNOWN_SECONDS`: adding it again costs nothing.
+Concurrent adds in one process (a batch's puts) join the rounds of one writer per user rather
+than race each other for the same leaf.
 
 **Reads** (:meth:`NamespaceIndex.list`): one root read, then the leaf holding the start of
 the walk (the literal head of the ``prefix`` condition, up to its first ``*``), then the
 leaves right of it as the walk goes on. Every candidate is confirmed live before it is
-listed, with the ``has_items`` answer of the store (one call each, run concurrently, at most
-:data:`CHECKS` at once): a namespace whose items were all deleted or expired stays in the
-index until :meth:`sweep` removes it, but is never listed. With ``max_depth`` (and conditions
-that the truncated group alone decides: prefix conditions of at most ``max_depth`` labels, no
-suffix condition) a group costs one ``has_items`` of the group's prefix, and the walk jumps
-past the whole group with one root lookup (one leaf read at most), however many namespaces
-the group holds.
+listed, with the store's answer (``exact`` or ``has_items`` below: one call each, run
+concurrently, at most :data:`CHECKS` at once): a namespace whose items were all deleted or
+expired stays in the index until :meth:`sweep` removes it, but is never listed. With
+``max_depth`` (and conditions that the truncated group alone decides: prefix conditions of at
+most ``max_depth`` labels, no suffix condition) a group costs one ``has_items`` of the group's
+prefix, and the walk jumps past the whole group with one root lookup (one leaf read at most),
+however many namespaces the group holds.
 
 **Costs**, in store calls, for a page of ``limit`` after ``offset``:
-``1`` (root) ``+`` the leaves the page spans (usually 1) ``+`` one ``has_items`` per candidate
+``1`` (root) ``+`` the leaves the page spans (usually 1) ``+`` one check per candidate
 examined, that is ``offset + limit`` when every candidate is live. None of it grows with the
 number of namespaces in the index (the same count at 10 and 10,000 namespaces). What does grow
 with the namespaces *examined* (documented, not hidden): a ``*`` in a prefix condition (the walk
 covers every namespace under the literal head), a suffix condition (namespaces that fail it are
 read and skipped, 0 calls each beyond their leaves), a suffix condition with ``max_depth``
 (each group's namespaces are confirmed one by one until one is live), and namespaces whose
-items are gone (one ``has_items`` each until a sweep removes them). ``add`` of a namespace not
-yet known: 2 calls (leaf read, conditional write; +1 root read the first time per process),
-plus ``n + 1`` when the leaf splits into ``n + 1`` leaves.
+items are gone (one check each until a sweep removes them). ``add`` of a namespace this
+process does not know: the leaf read, and the conditional write when the namespace is new to
+the index (plus a root read once per :data:`KNOWN_SECONDS`; plus ``n`` creations and a root
+write when the leaf splits into ``n + 1``); the first namespace of a user costs 4 (the root, the
+missing first leaf, its creation, the write).
 
 **Liveness.** ``has_items(prefix)`` answers whether a live item's namespace starts with
 ``prefix`` (it confirms a ``max_depth`` group); ``exact(namespace)`` (optional) whether a live
