@@ -489,6 +489,8 @@ class VectorIndex:
                 if stored is None:
                     continue  # split or repaired meanwhile: list again
                 page = _Page.from_json(stored.value, stored.etag)
+                if entry is not None and entry.rows and page.dims not in (None, self.dims):
+                    raise _dims_error(namespace, page.dims, self.dims)
             elif entry is None:
                 return
             else:
@@ -624,7 +626,7 @@ class VectorIndex:
             pages.append((_Page(namespace, str(got.value.get("b", "")), None), got.value))
         candidates, scoreless = _score_pages(pages, query, self.dims)
         need = op.offset + op.limit
-        if not candidates and not scoreless:
+        if op.limit <= 0 or (not candidates and not scoreless):
             return []
         accepted: list[tuple[float, Item]] = []
         late_scoreless: list[Item] = []
@@ -677,6 +679,14 @@ class VectorIndex:
         ]
 
 
+def _dims_error(namespace: Namespace, stored: object, dims: int) -> InvalidArgumentError:
+    return InvalidArgumentError(
+        f"the memory store's vectors of namespace {namespace!r} have {stored} dimensions, the "
+        f"index dims={dims}; configure the dims the items were embedded with, or put them again "
+        "under a new store_prefix"
+    )
+
+
 def _kth(accepted: list[tuple[float, Item]], need: int) -> float:
     if len(accepted) < need or need <= 0:
         return -math.inf
@@ -694,13 +704,9 @@ def _score_pages(
     slack = 2.0 * (dims + 1) * 2.0**-24
     best: dict[tuple[Namespace, str], tuple[int, _Candidate | None]] = {}
     for page, value in sorted(pages, key=lambda pv: len(pv[0].bits)):
+        if value.get("d") not in (None, dims):
+            raise _dims_error(page.namespace, value.get("d"), dims)
         try:
-            if int(value.get("d") or dims) != dims:
-                raise InvalidArgumentError(
-                    f"the memory store's vectors of namespace {page.namespace!r} have "
-                    f"{value.get('d')} dimensions, the index {dims}; use the dims the items "
-                    "were embedded with, or put them again"
-                )
             keys, versions, counts = value["k"], value["h"], value["n"]
             blob = base64.b64decode(value["q"], validate=True)
             codes = np.frombuffer(blob, dtype=np.int8).reshape(-1, dims)

@@ -321,6 +321,9 @@ def test_same_answers_as_inmemorystore(core: CheckpointCore, pair_factory: Any) 
         assert _scoreless(got) == {(("docs", "a"), "plain"), (("docs", "a"), "notext")}
         got = await pair.check(("docs", "a"), "apple", filter={"kind": "a"}, limit=5, offset=40)
         assert len(got) == 2 and all(r.score is None for r in got)
+        reads = pair.items.reads
+        assert await pair.check(("docs",), "apple", limit=0) == []
+        assert pair.items.reads == reads
 
     run(core, body)
 
@@ -374,6 +377,13 @@ def test_wrong_dims_are_refused(core: CheckpointCore, pair_factory: Any) -> None
             await wrong.embed_puts([PutOp(("n",), "a", {"text": "x"})])
         with pytest.raises(InvalidArgumentError, match="dims=16"):
             await pair.index.upsert(pair.scope, ("n",), "a", {"text": [1.0, 2.0]})
+        await pair.put([PutOp(("n",), "a", {"text": "red apple"})])
+        narrow = VectorIndex({"dims": 8, "embed": HashingEmbeddings(8), "fields": ["text"]})
+        with pytest.raises(InvalidArgumentError, match="have 16 dimensions, the index dims=8"):
+            await narrow.upsert(pair.scope, ("n",), "b", {"text": [1.0] * 8})
+        op = SearchOp(("n",), None, 10, 0, "red apple")
+        with pytest.raises(InvalidArgumentError, match="have 16 dimensions, the index dims=8"):
+            await narrow.search(pair.scope, op, pair.items.read, lambda item: True)
 
     run(core, body)
 
