@@ -441,9 +441,16 @@ class FoundryStore(CoreOwner, BaseStore):
         return item
 
     async def _item(
-        self, scope: Scope, stored: StoredItem, record: Record, kind: type[Item]
+        self,
+        scope: Scope,
+        stored: StoredItem,
+        record: Record,
+        kind: type[Item],
+        value: dict[str, Any] | None = None,
     ) -> Item:
-        value = await decode(scope, stored, record)
+        """The LangGraph item of a stored memory (``value``: already decoded, if it was)."""
+        if value is None:
+            value = await decode(scope, stored, record)
         # created_at is kept on update: the store keeps the second of the item's first write;
         # the value's own (precise) time is the creating put's when it is not past that second
         # (taken just before the write), else a later put's: then the store's second stands.
@@ -557,33 +564,32 @@ class FoundryStore(CoreOwner, BaseStore):
         at = _layout.now()
         results: list[SearchItem] = []
         skipped = 0
+        depth = len(prefix)
         window: list[_Candidate] = []
 
         async def flush() -> bool:
             """Read the window's items in order; True when the page is full."""
             nonlocal skipped
             found = await bounded(self._read(scope, c.key.key) for c in window)
-            ready: list[tuple[StoredItem, Record]] = []
-            for got in found:
-                if got is None:
-                    continue
-                stored, record = got
-                if record.namespace[: len(prefix)] != prefix:
-                    continue
-                value = await decode(scope, stored, record) if rest else None
+            window.clear()
+            live = [got for got in found if got is not None and got[1].namespace[:depth] == prefix]
+            values: list[dict[str, Any] | None] = [None] * len(live)
+            if rest:  # evaluated on read: decode them all at once (their blobs too)
+                values = list(await bounded(decode(scope, s, r) for s, r in live))
+            ready: list[tuple[StoredItem, Record, dict[str, Any] | None]] = []
+            for (stored, record), value in zip(live, values, strict=True):
                 if value is not None and not matches(value, rest):
                     continue
                 if skipped < offset:
                     skipped += 1
                     continue
-                ready.append(got)
+                ready.append((stored, record, value))
                 if len(ready) + len(results) >= limit:
                     break
-            window.clear()
-            items = await bounded(self._item(scope, s, r, SearchItem) for s, r in ready)
+            items = await bounded(self._item(scope, s, r, SearchItem, value=v) for s, r, v in ready)
             results.extend(cast(list[SearchItem], items))
             if op.refresh_ttl:
-                await bounded(self._refresh(scope, s, r) for s, r in ready)
+                await bounded(self._refresh(scope, s, r) for s, r, _ in ready)
             return len(results) >= limit
 
         sure_filter = not rest

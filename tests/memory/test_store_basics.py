@@ -420,9 +420,11 @@ async def test_semantic_search_through_the_store_answers_as_in_memory_store(
     ]:
         ours = await store.asearch(("docs",), query=query, **kwargs)  # type: ignore[arg-type]
         theirs = await reference.asearch(("docs",), query=query, **kwargs)  # type: ignore[arg-type]
-        assert [(i.key, round(i.score or 0, 9)) for i in ours] == [
-            (i.key, round(i.score or 0, 9)) for i in theirs
-        ]
+        scores = [None if i.score is None else round(i.score, 9) for i in theirs]
+        assert [None if i.score is None else round(i.score, 9) for i in ours] == scores
+        # items of equal score may come in another order (and a page may end inside a tie)
+        unique = [n for n, score in enumerate(scores) if scores.count(score) == 1]
+        assert [ours[n].key for n in unique] == [theirs[n].key for n in unique]
     await store.adelete(("docs", "d0"), "k0")
     assert "k0" not in {i.key for i in await store.asearch(("docs",), query="red apple pie")}
     # an expired item is never an answer, and the sweep drops it from the vector pages too
