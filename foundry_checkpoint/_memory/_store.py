@@ -316,8 +316,8 @@ class FoundryStore(CoreOwner, BaseStore):
         is written. See :meth:`abatch`.
         """
         call = self._core.capture()
-        checked = self._prepare(ops)
-        return self._core.run(self._batch(checked), call=call)
+        checked, payloads = self._prepare(ops)
+        return self._core.run(self._batch(checked, payloads), call=call)
 
     async def abatch(self, ops: Iterable[Op]) -> list[Result]:
         """Async form of :meth:`batch` (a batch that writes goes on if its caller is cancelled).
@@ -333,13 +333,15 @@ class FoundryStore(CoreOwner, BaseStore):
             True
         """
         call = self._core.capture()
-        checked = self._prepare(ops)
+        checked, payloads = self._prepare(ops)
         writes = any(isinstance(op, PutOp) for op in checked)
-        return await self._core.arun(self._batch(checked), shield=writes, call=call)
+        return await self._core.arun(self._batch(checked, payloads), shield=writes, call=call)
 
-    def _prepare(self, ops: Iterable[Op]) -> list[Op]:
-        """The ops, checked before any I/O (so a bad one leaves the store as it was)."""
+    def _prepare(self, ops: Iterable[Op]) -> tuple[list[Op], dict[int, bytes]]:
+        """The ops, checked before any I/O (so a bad one leaves the store as it was), and the
+        JSON bytes of each put's value (by the op's ``id``)."""
         out: list[Op] = []
+        payloads: dict[int, bytes] = {}
         for op in ops:
             if isinstance(op, GetOp):
                 _check_namespace(op.namespace, "namespace", empty=True)
@@ -354,14 +356,14 @@ class FoundryStore(CoreOwner, BaseStore):
                 _check_namespace(op.namespace, "namespace", empty=False)
                 check_text(op.key, "key")
                 if op.value is not None:
-                    dump(op.value, op.namespace, op.key)
+                    payloads[id(op)] = dump(op.value, op.namespace, op.key)
                     _check_ttl(op.ttl)
             else:
                 raise ValueError(f"Unknown operation type: {type(op)}")
             out.append(op)
-        return out
+        return out, payloads
 
-    async def _batch(self, ops: list[Op]) -> list[Result]:
+    async def _batch(self, ops: list[Op], payloads: Mapping[int, bytes]) -> list[Result]:
         results: list[Result] = [None] * len(ops)
         reads: list[tuple[int, Op]] = []
         puts: dict[tuple[tuple[str, ...], str], PutOp] = {}
@@ -387,10 +389,10 @@ class FoundryStore(CoreOwner, BaseStore):
             for (i, _), answer in zip(reads, answers, strict=True):
                 results[i] = answer
         if puts:
-            await self._write(list(puts.values()))
+            await self._write(list(puts.values()), payloads)
         return results
 
-    async def _write(self, puts: list[PutOp]) -> None:
+    async def _write(self, puts: list[PutOp], payloads: Mapping[int, bytes]) -> None:
         """Apply a batch's writes: embed (when indexed), index the namespaces, write items.
 
         The namespaces are recorded before their items (a listing confirms each one live, so
@@ -408,7 +410,10 @@ class FoundryStore(CoreOwner, BaseStore):
             # rate-limited: the first write of the process, then at most every quarter TTL.
             await scope.touch()
             await self._namespaces.add_many(scope, {op.namespace for op in writes})
-        await bounded(self._put(scope, op, vectors.get((op.namespace, op.key))) for op in puts)
+        await bounded(
+            self._put(scope, op, payloads.get(id(op)), vectors.get((op.namespace, op.key)))
+            for op in puts
+        )
 
     # -- get ----------------------------------------------------------------------------------
     async def _read(self, scope: Scope, key: str) -> tuple[StoredItem, Record] | None:
@@ -483,14 +488,21 @@ class FoundryStore(CoreOwner, BaseStore):
             )
 
     # -- put / delete ---------------------------------------------------------------------
-    async def _put(self, scope: Scope, op: PutOp, vectors: dict[str, list[float]] | None) -> None:
+    async def _put(
+        self,
+        scope: Scope,
+        op: PutOp,
+        payload: bytes | None,
+        vectors: dict[str, list[float]] | None,
+    ) -> None:
         key = memory_key(op.namespace, op.key)
         if op.value is None:
             await scope.store.delete_item(key)
             if self._vectors is not None:
                 await self._vectors.remove(scope, op.namespace, op.key)
             return
-        payload = dump(op.value, op.namespace, op.key)
+        if payload is None:
+            payload = dump(op.value, op.namespace, op.key)
         ttl = _check_ttl(op.ttl)
         at = time.time()
         expires = expiry(ttl, _layout.now())
