@@ -840,3 +840,49 @@ def test_racing_writers_split_pages_without_losing_entries(
             await pair.check(("race",), _text(rng, 3), limit=8)
 
     run(core, body)
+
+
+class _PageWrites:
+    """Wraps a store: counts the writes and listings of vector pages (keys ``v/...``)."""
+
+    def __init__(self, inner: Any) -> None:
+        self._inner = inner
+        self.page_writes = 0
+        self.listings = 0
+
+    def __getattr__(self, name: str) -> Any:
+        attr = getattr(self._inner, name)
+        if name not in ("set_item", "create_item", "list_keys"):
+            return attr
+
+        async def counted(*args: Any, **kwargs: Any) -> Any:
+            if name == "list_keys":
+                self.listings += (kwargs.get("tags") or {}).get("k") == "v"
+            elif str(args[0] if args else kwargs["key"]).startswith("v/"):
+                self.page_writes += 1
+            return await attr(*args, **kwargs)
+
+        return counted
+
+
+async def test_a_batch_of_puts_groups_its_page_writes(make_memory_store: Any) -> None:
+    """100 puts into one namespace in one batch: the page updates queue behind the one in
+    flight and are applied together, some page writes instead of 100 (the store writes the
+    items 16 at a time, so the updates come in waves); every entry lands."""
+    store = make_memory_store(index=_index())
+    rng = random.Random(12)
+    await store.aput(("g",), "first", {"text": "first"})
+    core = store._core
+    scope = await core.arun(core.scope(None))
+    watched = _PageWrites(scope.store)
+    scope.store = watched
+    ref = InMemoryStore(index=_index())
+    ops = [PutOp(("g",), f"k{i}", {"text": _text(rng)}) for i in range(100)]
+    ref.batch([PutOp(("g",), "first", {"text": "first"}), *ops])
+    await store.abatch(ops)
+    assert watched.page_writes <= 30, watched.page_writes  # 14 measured locally
+    assert watched.listings <= 30, watched.listings
+    assert sum((await _page_entries(store)).values()) == 101
+    for query in ("apple river", _text(rng, 3)):
+        args: dict[str, Any] = {"query": query, "limit": 10}
+        _same(await store.asearch(("g",), **args), ref.search(("g",), **args), query)
