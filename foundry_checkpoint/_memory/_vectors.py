@@ -657,10 +657,9 @@ class VectorIndex:
             root = _Page(namespace, _ROOT, self.dims, missing)
             await bounded((_create(scope, leaf) for leaf in _leaves(root)), CONCURRENCY)
             return changed + len(missing)
-        for key, entry in missing.items():
-            changed += 1
-            await self._update(scope, namespace, key, entry)
-        return changed
+        if missing:
+            await self._apply(scope, namespace, dict(missing))
+        return changed + len(missing)
 
     def _entry_of(self, packed: Mapping[str, str] | None) -> _Entry:
         if not packed:
