@@ -129,7 +129,7 @@ class Record:
     created: float
     updated: float
     ttl: float | None
-    expires: int | None
+    expires: float | None
     extra: Mapping[str, Any]
 
     def value(self, **changes: Any) -> dict[str, Any]:
@@ -170,7 +170,7 @@ def parse(stored: StoredItem) -> Record:
         or not _number(created)
         or not _number(updated)
         or not (ttl is None or _number(ttl))
-        or not (expires is None or (isinstance(expires, int) and not isinstance(expires, bool)))
+        or not (expires is None or _number(expires))
     ):
         raise CorruptPayloadError(
             f"{_where(ns, key)}: the stored item does not have the shape foundry-checkpoint "
@@ -185,7 +185,7 @@ def parse(stored: StoredItem) -> Record:
         float(cast(float, created)),
         float(cast(float, updated)),
         None if ttl is None else float(cast(float, ttl)),
-        expires,
+        None if expires is None else float(cast(float, expires)),
         extra,
     )
 

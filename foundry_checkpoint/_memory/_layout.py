@@ -9,8 +9,10 @@ every store). The first part of an item key names the kind of item: ``i`` a memo
   characters, so the value always holds the namespace and key too;
 * its tags (:func:`memory_tags`, 16 at most): ``k`` = ``"i"``; ``p1``..``p8``, the
   :func:`prefix_tag` of the namespace's first 1..8 labels; ``n``, that of the whole namespace;
-  ``x``, the expiry epoch in whole seconds, only when the item has a TTL; ``f.<field>``, the
-  :func:`field_tag` of each declared tag field whose value is a string, number or bool;
+  ``x``, the expiry epoch in whole seconds rounded up, only when the item has a TTL (a listing
+  skips an item whose tag has passed, and reads one expiring within the current second);
+  ``f.<field>``, the :func:`field_tag` of each declared tag field whose value is a string,
+  number or bool;
 * its value (:func:`memory_value`): ``{"ns": [labels], "key": key, "v": <codec value of the
   JSON bytes>, "c": created, "u": updated, "ttl": minutes or None, "exp": epoch or None}``
   (plus ``"vec"``, the item's own vectors, when the store is indexed).
@@ -44,10 +46,12 @@ __all__ = [
     "EXPIRY_TAG",
     "expired",
     "expiry",
+    "expiry_tag",
     "field_tag",
     "labels_of",
     "memory_key",
     "memory_tags",
+    "may_have_expired",
     "memory_value",
     "now",
     "prefix_tag",
@@ -166,29 +170,60 @@ def field_tag(value: object) -> str | None:
     return text if len(text) <= _MAX_TAG_VALUE else _hashed(text)
 
 
-def expiry(ttl_minutes: float | None, at: float) -> int | None:
-    """The expiry epoch (whole seconds, rounded up) of a TTL starting ``at``; None: never.
+def expiry(ttl_minutes: float | None, at: float) -> float | None:
+    """The expiry epoch of a TTL of ``ttl_minutes`` starting ``at``; None: never.
 
     Example:
         >>> expiry(1, 100.5), expiry(None, 100.5)
-        (161, None)
+        (160.5, None)
     """
     if ttl_minutes is None:
         return None
-    return math.ceil(at + ttl_minutes * 60)
+    return at + ttl_minutes * 60
+
+
+def expiry_tag(expires: float) -> str:
+    """The ``x`` tag of an expiry: whole seconds, rounded up (never before the expiry).
+
+    Example:
+        >>> expiry_tag(160.5), expiry_tag(160.0)
+        ('161', '160')
+    """
+    return str(math.ceil(expires))
 
 
 def expired(exp: object, at: float) -> bool:
-    """Whether an item whose expiry is ``exp`` (an ``x`` tag or ``exp`` field) has expired.
+    """Whether an item has expired at ``at``, by its ``exp`` field (a number: exact) or its
+    ``x`` tag (a string: True only when it has surely expired; see :func:`may_have_expired`).
 
     Example:
-        >>> expired("100", 100.0), expired(101, 100.5), expired(None, 1e12)
+        >>> expired(100.5, 100.5), expired("101", 100.5), expired(None, 1e12)
         (True, False, False)
     """
-    if isinstance(exp, bool) or not isinstance(exp, str | int):
+    if isinstance(exp, bool):
+        return False
+    if isinstance(exp, int | float):
+        return exp <= at
+    if isinstance(exp, str):
+        try:
+            return int(exp) <= at
+        except ValueError:
+            return False
+    return False
+
+
+def may_have_expired(tag: str | None, at: float) -> bool:
+    """Whether an item whose ``x`` tag is ``tag`` may have expired at ``at`` (its expiry lies
+    within the second the tag rounds up to): only its ``exp`` field tells.
+
+    Example:
+        >>> may_have_expired("101", 100.5), may_have_expired("102", 100.5)
+        (True, False)
+    """
+    if tag is None:
         return False
     try:
-        return int(exp) <= at
+        return int(tag) - 1 < at
     except ValueError:
         return False
 
@@ -196,18 +231,18 @@ def expired(exp: object, at: float) -> bool:
 def memory_tags(
     namespace: Sequence[str],
     *,
-    expires: int | None,
+    expires: float | None,
     fields: Mapping[str, str],
 ) -> dict[str, str]:
     """The tags of a memory item in ``namespace``.
 
     Args:
         namespace: the item's namespace labels.
-        expires: its expiry epoch (whole seconds), or None.
+        expires: its expiry epoch, or None (the tag holds it rounded up to whole seconds).
         fields: the tag fields' tags, by field name (from :func:`field_tag`).
 
     Example:
-        >>> memory_tags(("a",), expires=7, fields={"kind": "s:x"})
+        >>> memory_tags(("a",), expires=6.5, fields={"kind": "s:x"})
         {'k': 'i', 'p1': 'a', 'n': 'a', 'x': '7', 'f.kind': 's:x'}
     """
     tags = {KIND_TAG: MEMORY_KIND}
@@ -215,7 +250,7 @@ def memory_tags(
         tags[prefix_tag_key(depth)] = prefix_tag(namespace[:depth])
     tags[NAMESPACE_TAG] = prefix_tag(namespace)
     if expires is not None:
-        tags[EXPIRY_TAG] = str(expires)
+        tags[EXPIRY_TAG] = expiry_tag(expires)
     for name, tag in fields.items():
         tags[FIELD_TAG + name] = tag
     return tags
@@ -229,7 +264,7 @@ def memory_value(
     created: float,
     updated: float,
     ttl: float | None,
-    expires: int | None,
+    expires: float | None,
 ) -> dict[str, Any]:
     """The item value of a memory item (``encoded``: the codec value of its JSON bytes).
 

@@ -84,7 +84,9 @@ from ._layout import (
     NAMESPACE_TAG,
     expired,
     expiry,
+    expiry_tag,
     field_tag,
+    may_have_expired,
     memory_key,
     memory_tags,
     memory_value,
@@ -474,10 +476,10 @@ class FoundryStore(CoreOwner, BaseStore):
         if record.ttl is None:
             return
         expires = expiry(record.ttl, _layout.now())
-        if expires == record.expires:
+        if expires is None or expires == record.expires:
             return
         tags = dict(stored.tags or {})
-        tags[EXPIRY_TAG] = str(expires)
+        tags[EXPIRY_TAG] = expiry_tag(expires)
         # written or deleted meanwhile: that write's expiry stands
         with contextlib.suppress(FoundryStoragePreconditionError, FoundryStorageNotFoundError):
             await scope.store.set_item(
@@ -607,12 +609,14 @@ class FoundryStore(CoreOwner, BaseStore):
         sure_filter = not rest
         first = offset + limit if sure_filter else MAX_PAGE
         async for key in self._keys(scope, tags, first):
-            if expired((key.tags or {}).get(EXPIRY_TAG), at):
+            until = (key.tags or {}).get(EXPIRY_TAG)
+            if expired(until, at):
                 continue
             under = self._under(key, deep)
             if under is False:
                 continue
-            sure = sure_filter and under is True
+            # an item expiring within this second is read: only its value's expiry tells
+            sure = sure_filter and under is True and not may_have_expired(until, at)
             if sure and not window and skipped < offset:
                 skipped += 1
                 continue
@@ -680,12 +684,13 @@ class FoundryStore(CoreOwner, BaseStore):
     ) -> bool:
         at = _layout.now()
         async for key in self._keys(scope, tags, _LIVENESS_PAGE):
-            if expired((key.tags or {}).get(EXPIRY_TAG), at):
+            until = (key.tags or {}).get(EXPIRY_TAG)
+            if expired(until, at):
                 continue
             under = self._under(key, deep)
-            if under is True:
+            if under is True and not may_have_expired(until, at):
                 return True
-            if under is None:  # a hashed namespace tag: the item says
+            if under is not False:  # a hashed namespace tag, or expiring now: the item says
                 found = await self._read(scope, key.key)
                 if found is not None and found[1].namespace[: len(prefix)] == prefix:
                     return True
