@@ -46,10 +46,11 @@ Costs (store calls):
   page with items that have no vectors (its "scoreless" corner case, offset not applied): so do
   we, reading the scoreless entries of the pages until the page is full.
 
-Measured (local mode, the embedded SQLite engine, one process, 2 shared cores; 10,000 items
-in one namespace, one text field each; 20 queries, ``limit=10``; the deterministic hashing
-embedding of the tests (sparse), and at 1536 dims also a dense one (every word a Gaussian
-direction, as dense as a real model's vectors); ``test_measured_on_10000_items``):
+Measured (local mode, the embedded SQLite engine, one process, on 2 cores shared with other
+work, so times vary by 2-4x between runs; 10,000 items in one namespace, one text field each;
+20 queries, ``limit=10``; the deterministic hashing embedding of the tests (sparse), and at
+1536 dims also a dense one (every word a Gaussian direction, as dense as a real model's
+vectors); ``tests/memory/test_semantic.py::test_measured_on_10000_items``):
 
 ==========================  ==============  ==============  ================
                             dims 64         dims 1536       dims 1536 dense
@@ -59,7 +60,8 @@ largest page                334 KB          599 KB          599 KB
 store calls per query       16.2            74.4            73.7
 of which item reads         11.2            12.4            11.7
 recall@10 vs InMemoryStore  1.00            1.00            1.00
-ms per query                46              201             517
+ms per query: min, median   21, 63          133, 273        100, 135
+ms per put's page update    11              21              11
 ==========================  ==============  ==============  ================
 
 A query's calls are 1 listing + the pages + the item reads: they grow with the vectors under
