@@ -40,6 +40,25 @@ def langgraph(ns: dict[str, Any]) -> None:
     )
 
 
+def chat_model(ns: dict[str, Any]) -> None:
+    """``model`` (a fake chat model that always answers the same, tools or not) and ``tools``
+    (one tool), for a prebuilt agent."""
+    from langchain_core.language_models.fake_chat_models import FakeMessagesListChatModel
+    from langchain_core.messages import AIMessage
+    from langchain_core.tools import tool
+
+    class Model(FakeMessagesListChatModel):
+        def bind_tools(self, tools: Any, **kwargs: Any) -> "Model":
+            return self
+
+    @tool
+    def clock() -> str:
+        """The time of day."""
+        return "noon"
+
+    ns.update(model=Model(responses=[AIMessage("noted")]), tools=[clock])
+
+
 def maf(ns: dict[str, Any]) -> None:
     """``WorkflowBuilder`` and two executors ``a`` -> ``b`` that pass a string along."""
     from agent_framework import Executor, WorkflowBuilder, WorkflowContext, handler
