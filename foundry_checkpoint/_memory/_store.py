@@ -146,6 +146,10 @@ def _check_tag_fields(tag_fields: object) -> tuple[str, ...]:
 
 
 def _check_namespace(namespace: object, what: str, *, empty: bool) -> tuple[str, ...]:
+    """``namespace`` as a tuple of labels (a list is taken too, as SqliteStore and
+    PostgresStore take one), checked."""
+    if isinstance(namespace, list):
+        namespace = tuple(namespace)
     if not isinstance(namespace, tuple):
         raise InvalidNamespaceError(f"{what} must be a tuple of strings, got {namespace!r}")
     if not namespace and not empty:
@@ -155,6 +159,14 @@ def _check_namespace(namespace: object, what: str, *, empty: bool) -> tuple[str,
             raise InvalidNamespaceError(
                 f"Invalid namespace label {label!r} found in {namespace}: labels must be "
                 "non-empty strings."
+            )
+        if "." in label or "\x00" in label:
+            # LangGraph's rule for every store (BaseStore's methods check it; SqliteStore and
+            # PostgresStore check ops handed to batch too): "a.b" must not address ("a", "b")
+            # in a store that joins labels with dots.
+            raise InvalidNamespaceError(
+                f"Invalid namespace label {label!r} found in {namespace}: labels cannot contain "
+                "periods ('.') or NUL bytes."
             )
         check_text(label, "namespace label")
     return namespace
@@ -346,16 +358,22 @@ class FoundryStore(CoreOwner, BaseStore):
         payloads: dict[int, bytes] = {}
         for op in ops:
             if isinstance(op, GetOp):
-                _check_namespace(op.namespace, "namespace", empty=True)
+                op = op._replace(namespace=_check_namespace(op.namespace, "namespace", empty=True))
                 check_text(op.key, "key")
             elif isinstance(op, SearchOp):
-                _check_namespace(op.namespace_prefix, "namespace_prefix", empty=True)
+                prefix = _check_namespace(op.namespace_prefix, "namespace_prefix", empty=True)
+                op = op._replace(namespace_prefix=prefix)
             elif isinstance(op, ListNamespacesOp):
+                conditions = []
                 for condition in op.match_conditions or ():
                     if condition.match_type not in ("prefix", "suffix"):
                         raise ValueError(f"Unsupported match type: {condition.match_type}")
+                    path = _check_namespace(condition.path, "a match condition's path", empty=True)
+                    conditions.append(condition._replace(path=path))
+                if op.match_conditions:
+                    op = op._replace(match_conditions=tuple(conditions))
             elif isinstance(op, PutOp):
-                _check_namespace(op.namespace, "namespace", empty=False)
+                op = op._replace(namespace=_check_namespace(op.namespace, "namespace", empty=False))
                 check_text(op.key, "key")
                 if op.value is not None:
                     payloads[id(op)] = dump(op.value, op.namespace, op.key)

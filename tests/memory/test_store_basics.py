@@ -57,6 +57,9 @@ def test_put_get_search_delete_sync(memory_store: FoundryStore) -> None:
         ("users", "ann")
     ]
     assert store.list_namespaces() == [("users", "ann"), ("users", "bob")]
+    # a list is taken for a tuple, as SqliteStore and PostgresStore take one
+    listed = store.search(["users", "ann"])  # type: ignore[arg-type]
+    assert [(i.namespace, i.key) for i in listed] == [(("users", "ann"), "food")]
     store.delete(("users", "ann"), "food")
     assert store.get(("users", "ann"), "food") is None
     assert store.list_namespaces() == [("users", "bob")]
