@@ -17,6 +17,7 @@ from langgraph.store.base import (
     IndexConfig,
     InvalidNamespaceError,
     ListNamespacesOp,
+    MatchCondition,
     PutOp,
     SearchOp,
 )
@@ -200,6 +201,11 @@ def test_bad_ops_are_refused(memory_store: FoundryStore) -> None:
         memory_store.batch([PutOp((), "k", {"v": 1})])
     with pytest.raises(InvalidNamespaceError):
         memory_store.batch([GetOp(("a", 1), "k")])  # type: ignore[arg-type]
+    for bad in [("a.b",), ("a", "\x00"), ("a", "")]:
+        with pytest.raises(InvalidNamespaceError):
+            memory_store.batch([SearchOp(bad)])
+        with pytest.raises(InvalidNamespaceError):
+            memory_store.batch([ListNamespacesOp((MatchCondition("suffix", bad),))])
     with pytest.raises(InvalidArgumentError):
         memory_store.put(("a",), "k", {"v": 1}, ttl=-1)
     with pytest.raises(InvalidIdentifierError):
