@@ -230,7 +230,7 @@ class FoundryStore(CoreOwner, BaseStore):
 
     All memory of one user is one store, ``<store_prefix>/default``; each memory one item whose
     tags hold its namespace prefixes, so ``search`` under a prefix and ``get``/``put``/
-    ``delete`` cost a few store calls however many memories exist (``docs/concepts/memory.md``
+    ``delete`` cost a few store calls however many memories exist (``docs/memory.md``
     has the mapping and the costs). Values are JSON objects; anything else raises
     :class:`~foundry_checkpoint.errors.NonJsonValueError` before anything is written. Values
     over the 1 MB item limit go to the spill store, as checkpoints do.
