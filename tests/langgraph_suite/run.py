@@ -15,6 +15,22 @@ test fails with ``foundry`` that passes with ``memory`` (except the few of :data
 
 Environment: ``LG_SUITE_VARIANTS`` (default ``memory,foundry``), ``LG_SUITE_ARGS`` (extra
 pytest arguments, e.g. ``-k conditional``), ``LG_SUITE_KEEP=1`` keeps the directory.
+
+``python tests/langgraph_suite/run.py store`` (``make test-langgraph-store-suite``) runs
+LangGraph's own *store* tests the same way, on ``FoundryStore`` beside the store each test was
+written for (plugin ``foundry_store_variant.py``): the sdists of the installed
+``langgraph-checkpoint`` (``tests/test_store.py``: InMemoryStore), ``langgraph-checkpoint-sqlite``
+(``tests/test_store.py``, ``test_async_store.py``, ``test_ttl.py``: SqliteStore) and
+``langgraph`` (the graph tests taking ``sync_store``/``async_store``), and of the newest
+``langgraph-checkpoint-postgres`` (not installed here; its sdist ships ``tests/test_store.py``
+and ``test_async_store.py``: PostgresStore, whose ``original`` variant needs a PostgreSQL
+server and runs only with ``LG_STORE_POSTGRES=1``). It prints the counts per tree and variant
+and exits non-zero when a test fails with ``foundry`` that passes with ``original`` (for the
+Postgres tree: that fails with ``foundry`` at all), except the deviations of
+:data:`STORE_DEVIATIONS` (``store_deviations.py``: the tests skipped under ``foundry`` as not
+applicable, and the deviations by design), each printed with its reason.
+``LG_STORE_VARIANTS`` (default ``original,foundry``; ``foundry-hosted`` adds the hosted mode on
+an in-process emulator), ``LG_SUITE_ARGS`` and ``LG_SUITE_KEEP`` apply.
 """
 
 from __future__ import annotations
@@ -30,6 +46,7 @@ import tempfile
 import xml.etree.ElementTree as ET
 from collections import Counter
 from pathlib import Path
+from typing import Any
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
@@ -55,24 +72,33 @@ BY_DESIGN = (
 )
 
 
+PIP = [sys.executable, "-m", "pip", "--disable-pip-version-check", "-q"]
+
+
+def _sdist(dist: str, work: Path, *, installed: bool = True) -> Path:
+    """Download and unpack the sdist of ``dist`` (the installed version, or the newest)."""
+    spec = f"{dist}=={importlib.metadata.version(dist)}" if installed else dist
+    target = work / dist
+    subprocess.run(
+        [*PIP, "download", "--no-deps", "--no-binary", ":all:", spec, "-d", str(target)],
+        check=True,
+    )
+    (sdist,) = target.glob("*.tar.gz")
+    with tarfile.open(sdist) as archive:
+        archive.extractall(target, filter="data")
+    (tree,) = (p for p in target.iterdir() if p.is_dir())
+    return tree
+
+
 def main() -> int:
     """Download, run, count; the exit status says whether ``foundry`` lost a test."""
     version = importlib.metadata.version("langgraph")
     work = Path(tempfile.mkdtemp(prefix="langgraph-suite-"))
-    pip = [sys.executable, "-m", "pip", "--disable-pip-version-check", "-q"]
     try:
-        subprocess.run(
-            [*pip, "download", "--no-deps", "--no-binary", ":all:", f"langgraph=={version}",
-             "-d", str(work)],
-            check=True,
-        )  # fmt: skip
-        (sdist,) = work.glob("langgraph-*.tar.gz")
-        with tarfile.open(sdist) as archive:
-            archive.extractall(work, filter="data")
-        tree = work / f"langgraph-{version}"
+        tree = _sdist("langgraph", work)
         deps = work / "deps"
         subprocess.run(
-            [*pip, "install", "--no-deps", "--target", str(deps), *TEST_ONLY], check=True
+            [*PIP, "install", "--no-deps", "--target", str(deps), *TEST_ONLY], check=True
         )
         report = work / "junit.xml"
         env = {
@@ -97,13 +123,15 @@ def main() -> int:
             print(f"kept {work}")
 
 
-def _summary(report: Path) -> int:
-    """Print the counts per variant; 1 when a test fails with ``foundry`` but not ``memory``."""
+def _outcomes(
+    report: Path, prop: str
+) -> tuple[dict[str, Counter[str]], dict[tuple[str, str], str]]:
+    """Counts per variant (the JUnit property ``prop``) and each case's result per variant."""
     counts: dict[str, Counter[str]] = {}
     outcome: dict[tuple[str, str], str] = {}
     for case in ET.parse(report).getroot().iter("testcase"):
         props = {p.get("name"): p.get("value") for p in case.iter("property")}
-        variant = props.get("checkpointer") or "(no checkpointer)"
+        variant = props.get(prop) or f"(no {prop})"
         if case.find("failure") is not None or case.find("error") is not None:
             result = "failed"
         elif case.find("skipped") is not None:
@@ -113,8 +141,20 @@ def _summary(report: Path) -> int:
         counts.setdefault(variant, Counter())[result] += 1
         if "case" in props:
             outcome[(str(props["case"]), variant)] = result
+    return counts, outcome
+
+
+def _print_counts(counts: dict[str, Counter[str]], label: str = "") -> None:
     for variant, c in sorted(counts.items()):
-        print(f"{variant}: {c['passed']} passed, {c['failed']} failed, {c['skipped']} skipped")
+        print(
+            f"{label}{variant}: {c['passed']} passed, {c['failed']} failed, {c['skipped']} skipped"
+        )
+
+
+def _summary(report: Path) -> int:
+    """Print the counts per variant; 1 when a test fails with ``foundry`` but not ``memory``."""
+    counts, outcome = _outcomes(report, "checkpointer")
+    _print_counts(counts)
     lost = sorted(
         bare
         for (bare, variant), result in outcome.items()
@@ -131,5 +171,76 @@ def _summary(report: Path) -> int:
     return 1 if unexpected else 0
 
 
+#: The store test trees: (distribution, whether the installed version is taken (else the
+#: newest), test paths, extra pytest arguments).
+STORE_TREES: tuple[tuple[str, bool, tuple[str, ...], tuple[str, ...]], ...] = (
+    ("langgraph-checkpoint", True, ("tests/test_store.py",), ()),
+    ("langgraph-checkpoint-sqlite", True,
+     ("tests/test_store.py", "tests/test_async_store.py", "tests/test_ttl.py"), ()),
+    ("langgraph-checkpoint-postgres", False,
+     ("tests/test_store.py", "tests/test_async_store.py"), ()),
+    ("langgraph", True, ("tests/test_pregel.py", "tests/test_pregel_async.py"),
+     ("-p", "foundry_variant", "-p", "no:asyncio")),
+)  # fmt: skip
+
+
+def store_main() -> int:
+    """Download the store tests' sdists, run each tree with ``foundry_store_variant``, count."""
+    deviations: Any = importlib.import_module("store_deviations")  # beside this file
+    work = Path(tempfile.mkdtemp(prefix="langgraph-store-suite-"))
+    try:
+        deps = work / "deps"
+        subprocess.run(
+            [*PIP, "install", "--no-deps", "--target", str(deps), *TEST_ONLY], check=True
+        )
+        status = 0
+        lost: list[tuple[str, str, str]] = []
+        for dist, installed, paths, extra in STORE_TREES:
+            tree = _sdist(dist, work, installed=installed)
+            report = work / f"{dist}.xml"
+            env = {
+                **os.environ,
+                "NO_DOCKER": "true",
+                "LG_SUITE_VARIANTS": "memory",
+                "LG_STORE_TREE": dist,
+                "PYTHONPATH": os.pathsep.join([str(tree), str(HERE), str(deps)]),
+            }
+            env.pop("LANGGRAPH_STRICT_MSGPACK", None)
+            args = [
+                sys.executable, "-m", "pytest", *paths, "-q", "-p", "foundry_store_variant",
+                *extra, "-p", "no:cacheprovider", "-o", "addopts=", "--timeout=300",
+                f"--junitxml={report}", *shlex.split(os.environ.get("LG_SUITE_ARGS", "")),
+            ]  # fmt: skip
+            done = subprocess.run(args, cwd=tree, env=env, check=False)
+            print(f"{tree.name} store tests: pytest exit {done.returncode}")
+            if not report.exists():
+                status = 1
+                continue
+            counts, outcome = _outcomes(report, "store")
+            _print_counts(counts, f"  {tree.name} ")
+            ours = sorted({v for _, v in outcome if v.startswith("foundry")})
+            for variant in ours:
+                for (bare, v), result in sorted(outcome.items()):
+                    original = outcome.get((bare, "original"), "not run")
+                    if v == variant and result == "failed" and original != "failed":
+                        lost.append((f"{variant} ({tree.name}, original {original})", dist, bare))
+        for key, (kind, reason) in deviations.STORE_DEVIATIONS.items():
+            if kind == "skip":
+                print(f"skipped on foundry (not applicable): {key}: {reason}")
+        for where, dist, bare in lost:
+            entry = deviations.lookup(dist, bare)
+            if entry is None or entry[0] != "deviation":
+                status = 1
+                print(f"fails on {where}: {bare}")
+            else:
+                print(f"deviation on {where}: {bare}: {entry[1]}")
+        return status
+    finally:
+        if os.environ.get("LG_SUITE_KEEP") != "1":
+            shutil.rmtree(work, ignore_errors=True)
+        else:
+            print(f"kept {work}")
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(store_main() if sys.argv[1:] == ["store"] else main())
