@@ -564,12 +564,15 @@ class FoundryStore(CoreOwner, BaseStore):
     @staticmethod
     def _prefix_listing(prefix: tuple[str, ...]) -> tuple[dict[str, str], str | None]:
         """The tags that list a prefix's items, and the prefix tag a key's ``n`` tag must
-        start with when the prefix is deeper than the prefix tags (else None)."""
-        tags = {KIND_TAG: MEMORY_KIND}
+        start with when the prefix is deeper than the prefix tags (else None).
+
+        The kind tag comes last: the embedded engine (local mode, the emulator) drives a
+        listing from its first tag and checks the others per row, and every memory item
+        carries ``k``, so a listing led by it would walk all of the user's memories."""
         if not prefix:
-            return tags, None
+            return {KIND_TAG: MEMORY_KIND}, None
         depth = min(len(prefix), MAX_PREFIX_TAGS)
-        tags[prefix_tag_key(depth)] = prefix_tag(prefix[:depth])
+        tags = {prefix_tag_key(depth): prefix_tag(prefix[:depth]), KIND_TAG: MEMORY_KIND}
         return tags, prefix_tag(prefix) if len(prefix) > MAX_PREFIX_TAGS else None
 
     @staticmethod
@@ -593,6 +596,7 @@ class FoundryStore(CoreOwner, BaseStore):
         field_tags, rest = split(op.filter, self._tag_fields)
         tags, deep = self._prefix_listing(prefix)
         tags.update(field_tags)
+        tags[KIND_TAG] = tags.pop(KIND_TAG)  # last: see _prefix_listing
         at = _layout.now()
         results: list[SearchItem] = []
         skipped = 0
@@ -688,7 +692,7 @@ class FoundryStore(CoreOwner, BaseStore):
             return await self._any_live(scope, tags, deep, prefix)
 
         async def exact(namespace: tuple[str, ...]) -> bool:
-            tags = {KIND_TAG: MEMORY_KIND, NAMESPACE_TAG: prefix_tag(namespace)}
+            tags = {NAMESPACE_TAG: prefix_tag(namespace), KIND_TAG: MEMORY_KIND}  # k last
             return await self._any_live(scope, tags, None, namespace)
 
         return has_items, exact
