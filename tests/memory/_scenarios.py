@@ -555,6 +555,30 @@ def _many_namespaces_scenario(count: int = 120) -> Scenario:
     return Scenario("many-namespaces", tuple(steps))
 
 
+def _churn_scenario(count: int = 60) -> Scenario:
+    """Namespaces emptied, re-filled and expired between listings (the index's hidden empties)."""
+    spaces = [("churn", f"g{i % 4}", f"n{i:02d}") for i in range(count)]
+    steps: list[Step] = [
+        Call("put", (ns, k, {"i": i})) for i, ns in enumerate(spaces) for k in "ab"
+    ]
+    steps += [Call("put", (ns, "t", {"i": i}), {"ttl": 1}) for i, ns in enumerate(spaces[:6])]
+    steps.append(Call("list_namespaces", (), {"limit": 1000}))
+    steps += [Call("delete", (ns, k)) for ns in spaces[::2] for k in "ab"]
+    for offset in range(0, count, 7):
+        steps.append(Call("list_namespaces", (), {"limit": 7, "offset": offset}))
+    steps.append(Call("list_namespaces", (), {"max_depth": 2, "limit": 1000}))
+    steps.append(Call("list_namespaces", (), {"prefix": ("churn", "g2"), "limit": 1000}))
+    steps.append(Advance(61))  # the TTL items expire: spaces[0, 2, 4] hold nothing live
+    steps.append(Call("list_namespaces", (), {"limit": 1000}))
+    steps.append(Call("list_namespaces", (), {"suffix": ("n04",), "limit": 1000}))
+    steps.append(Sweep())
+    steps += [Call("put", (ns, "a", {"again": True})) for ns in spaces[::6]]
+    for offset in range(0, count, 9):
+        steps.append(Call("list_namespaces", (), {"limit": 9, "offset": offset}))
+    steps.append(Pages(("churn",), 8))
+    return Scenario("namespace-churn", tuple(steps))
+
+
 def _lifecycle_scenario() -> Scenario:
     ns = ("life", "cycle")
     steps: list[Step] = [
@@ -730,6 +754,7 @@ def scenarios() -> list[Scenario]:
         _filters_scenario(tag_fields=("n", "s", "b", "missing")),
         _names_scenario(),
         _many_namespaces_scenario(),
+        _churn_scenario(),
         _lifecycle_scenario(),
         _batch_scenario(),
         _ttl_scenario(),
