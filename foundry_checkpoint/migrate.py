@@ -717,9 +717,9 @@ def _target_ttl(target: BaseStore, ttl: float | None, ns: tuple[str, ...], key: 
 
 def _store_pages(source: BaseStore, prefix: tuple[str, ...]) -> Iterator[list[StoreRow]]:
     """The source's live items under ``prefix``, :data:`STORE_PAGE` at a time."""
-    dialect = _sql_dialect(source)
-    if dialect is not None:
-        yield from _table_pages(source, dialect, prefix)
+    syntax = _sql_syntax(source)
+    if syntax is not None:
+        yield from _table_pages(source, syntax, prefix)
         return
     seen: set[tuple[tuple[str, ...], str]] = set()
     offset = 0
@@ -738,22 +738,23 @@ def _store_pages(source: BaseStore, prefix: tuple[str, ...]) -> Iterator[list[St
         offset += len(items)
 
 
-def _sql_dialect(source: BaseStore) -> str | None:
-    """``"sqlite"`` or ``"postgres"`` for the sync stores whose table is read directly."""
+def _sql_syntax(source: BaseStore) -> tuple[str, str] | None:
+    """The parameter marker and the SQL for "now" of the sync stores whose table is read
+    directly (SqliteStore, PostgresStore); None for any other store."""
     try:
         from langgraph.store.sqlite import SqliteStore
     except ImportError:  # pragma: no cover - langgraph-checkpoint-sqlite is optional
         pass
     else:
         if isinstance(source, SqliteStore):
-            return "sqlite"
+            return "?", "CURRENT_TIMESTAMP"
     try:
         from langgraph.store.postgres import PostgresStore
     except ImportError:  # pragma: no cover - langgraph-checkpoint-postgres is optional
         pass
     else:
         if isinstance(source, PostgresStore):
-            return "postgres"
+            return "%s", "NOW()"
     return None
 
 
@@ -771,9 +772,9 @@ _WITHIN_SQL: Final = "\n  AND (prefix = {p} OR substr(prefix, 1, {p}) = {p})"
 
 
 def _table_pages(
-    source: BaseStore, dialect: str, prefix: tuple[str, ...]
+    source: BaseStore, syntax: tuple[str, str], prefix: tuple[str, ...]
 ) -> Iterator[list[StoreRow]]:
-    p, now = ("?", "CURRENT_TIMESTAMP") if dialect == "sqlite" else ("%s", "NOW()")
+    p, now = syntax
     within = _WITHIN_SQL.format(p=p) if prefix else ""
     sql = _TABLE_PAGE_SQL.format(p=p, now=now, within=within)
     text = ".".join(prefix)
