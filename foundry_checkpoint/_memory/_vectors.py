@@ -16,15 +16,25 @@ What is stored:
   namespace's prefixes and the namespace itself, :func:`labels_tag`), ``b`` (the page's bucket).
 * **buckets**: a page covers the item keys whose sha256 bits start with its bucket bits
   (``"r"`` + bits; the root bucket ``"r"`` covers every key). A page over :data:`PAGE_BUDGET`
-  bytes splits into its two children (children written first, then the parent deleted if it is
-  unchanged), so the pages of a namespace always form a prefix-free code and a key's page is
-  found from one listing of the namespace's pages (tags only).
+  bytes splits into its two children, so the pages of a namespace form a prefix-free code and a
+  key's page is found from one listing of the namespace's pages (tags only).
+* **splits** with writers in other processes (no lock): the page is first **sealed** (rewritten
+  as read, ``if_match`` its etag, with a split token in its value and its tag ``s``): a writer
+  holding the old etag fails its compare-and-set and reads again, and a writer that reads or
+  lists a sealed page changes nothing before it has finished that split itself. Then each
+  child is created (never overwritten) from the sealed entries of its half, marked with the
+  token (a child already there with it was made by another writer finishing the same split,
+  and stands), and only then is the sealed page deleted. A sealed page never changes, so its
+  children hold every entry it held, and no entry is ever only on a page that is deleted or
+  rolled back (children are never deleted by a split). A child splits only once its parent is
+  gone.
 
 Costs (store calls):
 
 * a put with vectors (or without, on an indexed store): list the namespace's pages (1 per 100
   pages), read the key's page (1), write it (1, ``if_match`` its etag; a lost race (412) reads
-  and retries); a split adds 2 creates and a delete. A delete: the same. The page changes of
+  and retries); a split writes the seal instead, then 2 creates and a delete (and a read of the
+  parent's bucket below the root). A delete: the same. The page changes of
   one namespace and user are grouped per process: those that arrive while one is being written
   are applied together next (one listing, one read and write per page touched), so a batch of
   100 puts into one namespace writes its pages about 14 times, not 100. A put rewrites its
@@ -75,9 +85,10 @@ Crash safety: pages are hints written after the item. A crash between the item's
 its page's leaves the page without the item's current vectors (a query misses it, or scores it
 from the item exactly when an older entry names it), and a crash between a delete and the
 page update leaves an entry whose item is gone (the query reads nothing and goes on). A split
-interrupted after its children were written leaves the parent page beside them (a query keeps
-each key's entry from the deepest page). :meth:`VectorIndex.repair` rewrites a namespace's pages
-from the items themselves and fixes all three.
+interrupted after its seal leaves the sealed page (and perhaps one child) beside the others: a
+query keeps each key's entry from the deepest page, and the next writer to the namespace sees
+the seal in its listing and finishes the split. :meth:`VectorIndex.repair` rewrites a
+namespace's pages from the items themselves and fixes all three.
 
 Deviation from ``InMemoryStore`` (and ``SqliteStore``/``PostgresStore``): a put's vectors
 replace the item's previous ones. Those stores keep the vectors of a path the new put does not
@@ -88,10 +99,12 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import contextlib
 import hashlib
 import json
 import math
 import random
+import secrets
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final, TypeAlias
@@ -147,6 +160,12 @@ _EPSILON: Final = 1e-9
 _ROOT: Final = "r"
 _KIND: Final = "v"
 _MAX_BITS: Final = 65  # "r" and the 64 bits of a key's digest
+_SEAL: Final = "s"  # the tag (and value field) of a page being split: its split's token
+_RACES: Final = (
+    FoundryStoragePreconditionError,
+    FoundryStorageConflictError,
+    FoundryStorageNotFoundError,
+)
 
 Namespace: TypeAlias = tuple[str, ...]
 #: What the store's ``read`` answers for one item: the item (TTL honoured) and its ``"vec"``
@@ -274,6 +293,11 @@ class _Page:
     dims: int | None
     entries: dict[str, _Entry] = field(default_factory=dict)
     etag: str | None = None
+    #: The token of the split under way: the page is frozen (no writer changes it) until its
+    #: children hold its entries and it is deleted.
+    seal: str | None = None
+    #: The token of the split that made this page (a child made from a sealed page).
+    origin: str | None = None
 
     @property
     def store_key(self) -> str:
@@ -283,6 +307,8 @@ class _Page:
         tags = {"k": _KIND, "n": labels_tag(self.namespace), "b": self.bits}
         for depth in range(1, min(len(self.namespace), TAGGED_DEPTH) + 1):
             tags[f"p{depth}"] = labels_tag(self.namespace[:depth])
+        if self.seal is not None:
+            tags[_SEAL] = self.seal
         return tags
 
     def to_json(self) -> dict[str, Any]:
@@ -298,7 +324,7 @@ class _Page:
                 scales.append(row.scale)
                 bounds.append(row.bound)
                 blob += row.codes
-        return {
+        value: dict[str, Any] = {
             "ns": list(self.namespace),
             "b": self.bits,
             "d": self.dims,
@@ -311,11 +337,20 @@ class _Page:
             "r": bounds,
             "q": base64.b64encode(bytes(blob)).decode("ascii"),
         }
+        if self.seal is not None:
+            value[_SEAL] = self.seal
+        if self.origin is not None:
+            value["o"] = self.origin
+        return value
 
     @classmethod
     def from_json(cls, value: Mapping[str, Any], etag: str | None) -> _Page:
         try:
             page = cls(tuple(value["ns"]), str(value["b"]), value["d"], etag=etag)
+            seal, origin = value.get(_SEAL), value.get("o")
+            if not isinstance(seal, str | None) or not isinstance(origin, str | None):
+                raise TypeError("seal")
+            page.seal, page.origin = seal, origin
             dims = int(value["d"] or 0)
             blob = base64.b64decode(value["q"], validate=True)
             paths, fields_ = value["P"], value["f"]
@@ -529,6 +564,12 @@ class VectorIndex:
             if attempt:
                 await asyncio.sleep(random.uniform(0, BACKOFF * 2**attempt))
             listed = await self._pages_of(scope, namespace)
+            for _ in range(ATTEMPTS):  # splits under way: finish them first, then list again
+                sealed = [k for k in listed if (k.tags or {}).get(_SEAL)]
+                if not sealed:
+                    break
+                await bounded((_finish_listed(scope, k) for k in sealed), CONCURRENCY)
+                listed = await self._pages_of(scope, namespace)
             buckets = {str((k.tags or {}).get("b", "")): k for k in listed}
             known = set(buckets)
             groups: dict[str, dict[str, _Entry | None]] = {}
@@ -577,30 +618,29 @@ class VectorIndex:
             if stored is None:
                 return False  # split or repaired meanwhile
             page = _Page.from_json(stored.value, stored.etag)
+            if page.seal is not None:  # being split (sealed after the listing): finish it
+                await _finish_split(scope, page)
+                return False
         if page.dims not in (None, self.dims) and any(e and e.rows for e in changes.values()):
             raise _dims_error(namespace, page.dims, self.dims)
+        updated = _Page(namespace, page.bits, page.dims or self.dims, dict(page.entries), page.etag)
+        updated.origin = page.origin
         changed = False
         for key, entry in changes.items():
-            current = page.entries.get(key)
+            current = updated.entries.get(key)
             if entry is None:
                 if current is not None:
-                    del page.entries[key]
+                    del updated.entries[key]
                     changed = True
             elif current is None or current.version != entry.version:
-                page.entries[key] = entry
+                updated.entries[key] = entry
                 changed = True
         if not changed:
             return True  # already current (a retried put): nothing to write
-        page.dims = page.dims or self.dims
         try:
-            await _write(scope, page)
-        except (
-            FoundryStoragePreconditionError,
-            FoundryStorageConflictError,
-            FoundryStorageNotFoundError,
-        ):
+            return await _store(scope, page, updated)
+        except _RACES:
             return False  # a concurrent update or split: read again
-        return True
 
     # -- repair -------------------------------------------------------------------------------
     async def repair(
@@ -636,6 +676,7 @@ class VectorIndex:
             del buckets[bucket]
         wanted = {key: self._entry_of(vec) for key, vec in items.items()}
         placed: set[str] = set()
+        unstored: dict[str, _Entry] = {}
         for bucket, listed_key in buckets.items():
             stored = await scope.store.get_item(listed_key.key)
             if stored is None:
@@ -646,15 +687,14 @@ class VectorIndex:
             before = {k: e.version for k, e in page.entries.items()}
             after = {k: e.version for k, e in mine.items()}
             diff = set(before.items()) ^ set(after.items())
-            if not diff:
+            if not diff and page.seal is None:
                 continue
             changed += len({k for k, _ in diff})
-            page.entries = mine
-            if page.entries:
-                await _write(scope, page)
-            else:
-                await scope.store.delete_item(listed_key.key, if_match=page.etag)
+            rebuilt = _Page(namespace, page.bits, page.dims or self.dims, mine, page.etag)
+            if not await _store(scope, page, rebuilt):  # a split under way: those go again
+                unstored.update(mine)
         missing = {key: entry for key, entry in wanted.items() if key not in placed}
+        missing.update(unstored)
         if missing and not buckets:  # a namespace without pages: build them at once
             root = _Page(namespace, _ROOT, self.dims, missing)
             await bounded((_create(scope, leaf) for leaf in _leaves(root)), CONCURRENCY)
@@ -849,22 +889,147 @@ async def _list_all(scope: Scope, tags: Mapping[str, str]) -> list[ItemKey]:
         after = page.last_id
 
 
-async def _write(scope: Scope, page: _Page) -> None:
-    """Write ``page`` (``if_match`` its etag; created when new), split when over budget."""
-    value = page.to_json()
-    if (
-        len(json.dumps(value, separators=(",", ":")).encode("utf-8")) > PAGE_BUDGET
-        and len(page.entries) > 1
-        and len(page.bits) < 64 + len(_ROOT)
-    ):
-        await _split(scope, page)
-        return
-    if page.etag is None:
-        await scope.store.create_item(page.store_key, value, tags=page.tags())
-    elif page.entries:
-        await scope.store.set_item(page.store_key, value, tags=page.tags(), if_match=page.etag)
-    else:
-        await scope.store.delete_item(page.store_key, if_match=page.etag)
+def _splits(page: _Page) -> bool:
+    """Whether ``page`` is over :data:`PAGE_BUDGET` and can be split."""
+    return len(page.entries) > 1 and len(page.bits) < _MAX_BITS and _size(page) > PAGE_BUDGET
+
+
+async def _store(scope: Scope, read: _Page, page: _Page) -> bool:
+    """Write ``page``, the new state of the page ``read`` (``if_match`` its etag; created when
+    new, deleted when empty); split it when over budget.
+
+    A split first seals the page as it was read (rewritten with a seal token, ``if_match``:
+    from then on no writer changes it), then makes its two children, then deletes it (see
+    :func:`_finish_split`). A new page over budget is created as its leaves.
+
+    Returns:
+        True when ``page``'s entries are all stored; False when the caller must list again
+        and apply its changes to the pages as they now are.
+    """
+    if not _splits(page):
+        value, tags = page.to_json(), page.tags()
+        if page.etag is None:
+            await scope.store.create_item(page.store_key, value, tags=tags)
+        elif page.entries:
+            await scope.store.set_item(page.store_key, value, tags=tags, if_match=page.etag)
+        else:
+            await scope.store.delete_item(page.store_key, if_match=page.etag)
+        return True
+    if page.etag is None:  # a new page: its leaves, none overwriting a page made meanwhile
+        made = await bounded((_try_create(scope, leaf) for leaf in _leaves(page)), CONCURRENCY)
+        return all(made)
+    if read.origin is not None and len(read.bits) > 1 and not await _parent_gone(scope, read):
+        return False
+    sealed = _Page(page.namespace, read.bits, page.dims, dict(read.entries), read.etag)
+    sealed.seal, sealed.origin = secrets.token_hex(8), read.origin
+    ref = await scope.store.set_item(
+        sealed.store_key, sealed.to_json(), tags=sealed.tags(), if_match=read.etag
+    )
+    sealed.etag = ref.etag
+    return await _finish_split(scope, sealed, page.entries)
+
+
+async def _parent_gone(scope: Scope, page: _Page) -> bool:
+    """Whether the sealed page ``page`` was made from is gone (finishing it when it is not):
+    a child is split only after its parent's split is over."""
+    stored = await scope.store.get_item(item_key(_KIND, *page.namespace, page.bits[:-1]))
+    if stored is None:
+        return True
+    parent = _Page.from_json(stored.value, stored.etag)
+    if parent.seal != page.origin:
+        return True  # another page at that bucket (the parent's bucket made anew)
+    await _finish_split(scope, parent)
+    return False
+
+
+async def _try_create(scope: Scope, page: _Page) -> bool:
+    try:
+        await _create(scope, page)
+    except FoundryStorageConflictError:
+        return False
+    return True
+
+
+async def _finish_listed(scope: Scope, listed: ItemKey) -> None:
+    """Finish the split of a page a listing shows sealed (any writer may: a split never waits
+    for the writer that began it)."""
+    stored = await scope.store.get_item(listed.key)
+    if stored is not None:
+        page = _Page.from_json(stored.value, stored.etag)
+        if page.seal is not None:
+            await _finish_split(scope, page)
+
+
+async def _finish_split(
+    scope: Scope, sealed: _Page, wanted: Mapping[str, _Entry] | None = None
+) -> bool:
+    """Finish the split of the sealed page ``sealed``: make its two children, then delete it.
+
+    Each child is created (never overwritten) from the sealed entries of its half, or from
+    ``wanted`` (the sealed entries with the splitting writer's changes) when they fit one page;
+    the child records the split's token (``origin``). A child already there with that token
+    was made by another writer finishing the same split: it stands (and it holds every entry
+    of the sealed page's half, since the sealed page does not change). A child made otherwise
+    (an older interrupted split) gets the sealed entries it lacks. The sealed page is deleted
+    only when both children stand, so no entry is ever only on a page deleted; a writer that
+    reads a sealed page finishes its split before it writes anything.
+
+    Returns:
+        True when the children hold ``wanted`` (False: the caller lists again and applies its
+        changes to the children; also False when the split could not be finished yet).
+    """
+    token, depth = sealed.seal, len(sealed.bits)
+    complete, empty = True, []
+    try:
+        for bit in "01":
+            base = {k: e for k, e in sealed.entries.items() if _key_bits(k)[depth] == bit}
+            mine = (
+                base
+                if wanted is None
+                else {k: e for k, e in wanted.items() if _key_bits(k)[depth] == bit}
+            )
+            touched = {k: e.version for k, e in mine.items()} != {
+                k: e.version for k, e in base.items()
+            }
+            if not base and not mine:
+                continue
+            child = _Page(sealed.namespace, sealed.bits + bit, sealed.dims, dict(mine))
+            child.origin = token
+            if touched and _splits(child):  # the changes do not fit: applied on the next round
+                child.entries, complete = dict(base), False
+            try:
+                ref = await scope.store.create_item(
+                    child.store_key, child.to_json(), tags=child.tags()
+                )
+            except FoundryStorageConflictError:
+                pass
+            else:
+                if not child.entries:  # made empty so that no late finisher makes it from base
+                    empty.append((child.store_key, ref.etag))
+                continue
+            complete = complete and not touched
+            stored = await scope.store.get_item(child.store_key)
+            if stored is None:
+                return False  # made and deleted meanwhile: the next round makes it again
+            there = _Page.from_json(stored.value, stored.etag)
+            if there.origin == token:
+                continue
+            if there.seal is not None:  # a page left by an older split, being split itself
+                await _finish_split(scope, there)
+                return False
+            merged = _Page(there.namespace, there.bits, there.dims or sealed.dims, etag=there.etag)
+            merged.entries = {**base, **there.entries}  # the entries of the page there are newer
+            merged.origin = token
+            if not await _store(scope, there, merged):
+                return False
+        with contextlib.suppress(FoundryStorageNotFoundError):  # finished by another writer
+            await scope.store.delete_item(sealed.store_key, if_match=sealed.etag)
+        for key, etag in empty:
+            with contextlib.suppress(*_RACES):  # written meanwhile: it stays
+                await scope.store.delete_item(key, if_match=etag)
+    except _RACES:
+        return False
+    return complete
 
 
 def _size(page: _Page) -> int:
@@ -888,36 +1053,3 @@ def _leaves(page: _Page) -> list[_Page]:
 
 async def _create(scope: Scope, page: _Page) -> None:
     await scope.store.create_item(page.store_key, page.to_json(), tags=page.tags())
-
-
-async def _split(scope: Scope, page: _Page) -> None:
-    """Split ``page`` into its two children: children first, then the parent (if unchanged).
-
-    A parent changed or gone meanwhile (412, 404), or a child made meanwhile (409): the
-    children this call created are deleted again and the caller retries.
-    """
-    children = _children(page)
-    made: list[_Page] = []
-    try:
-        for child in children:
-            left = await scope.store.get_item(child.store_key)
-            if left is not None:  # left by an interrupted split: its entries are the newer
-                older = _Page.from_json(left.value, left.etag)
-                child.entries.update(older.entries)
-                child.etag = older.etag
-            if child.entries:
-                await _write(scope, child)
-                if left is None:
-                    made.append(child)
-        if page.etag is not None:
-            await scope.store.delete_item(page.store_key, if_match=page.etag)
-    except (
-        FoundryStoragePreconditionError,
-        FoundryStorageConflictError,
-        FoundryStorageNotFoundError,
-    ):
-        await asyncio.gather(
-            *(scope.store.delete_item(child.store_key) for child in made),
-            return_exceptions=True,
-        )
-        raise

@@ -842,6 +842,136 @@ def test_racing_writers_split_pages_without_losing_entries(
     run(core, body)
 
 
+class _Gate:
+    """Wraps a store: holds one chosen call of a writer until ``go`` is set (``held`` is set
+    when it is held), for a chosen interleaving of writers on the vector pages.
+
+    ``method`` is the call held: its first call on a vector page (a ``v/`` key, or a listing
+    of ``k``="v"), held before it runs (``before``) or after it answers.
+    """
+
+    def __init__(self, inner: Any, method: str, *, before: bool) -> None:
+        self._inner = inner
+        self._method, self._before = method, before
+        self.held, self.go = asyncio.Event(), asyncio.Event()
+
+    def __getattr__(self, name: str) -> Any:
+        attr = getattr(self._inner, name)
+        if name != self._method:
+            return attr
+
+        async def gated(*args: Any, **kwargs: Any) -> Any:
+            key = str(args[0] if args else kwargs.get("key", ""))
+            page = key.startswith("v/") or (kwargs.get("tags") or {}).get("k") == "v"
+            if not page or self.held.is_set():
+                return await attr(*args, **kwargs)
+            if self._before:
+                self.held.set()
+                await self.go.wait()
+                return await attr(*args, **kwargs)
+            out = await attr(*args, **kwargs)
+            self.held.set()
+            await self.go.wait()
+            return out
+
+        return gated
+
+
+def _writer(scope: Scope, method: str, *, before: bool) -> tuple[VectorIndex, Scope, _Gate]:
+    """Another process's index on the same store, its calls through a :class:`_Gate`."""
+    gate = _Gate(scope.store, method, before=before)
+    own = Scope(scope.core, scope.scope_id, scope.name, caller=scope.caller)
+    own.store = gate
+    index = VectorIndex({"dims": 16, "embed": HashingEmbeddings(16), "fields": ["text"]})
+    return index, own, gate
+
+
+@pytest.mark.parametrize("interleaving", ["stale-writer", "second-splitter"])
+def test_a_split_racing_a_writer_loses_nothing(
+    core: CheckpointCore, pair_factory: Any, monkeypatch: pytest.MonkeyPatch, interleaving: str
+) -> None:
+    """Two interleavings of a split with other processes' writers, held at chosen store calls:
+
+    * stale-writer: C lists the pages (the root alone) and is held; B puts a key that splits
+      the root and is held before deleting it; A puts a key (its listing shows the split's
+      pages); then C deletes a key of the root it listed, and B goes on.
+    * second-splitter: D reads the root and is held; B splits the root and is held before
+      deleting it; D puts a key (over budget too: it splits the same root), then B goes on.
+
+    Every entry lands exactly once (no page of a split is dropped while another writer's entry
+    is on it), the buckets stay prefix-free, answers stay exact.
+    """
+
+    async def body() -> None:
+        pair = await pair_factory(dims=16)
+        rng = random.Random(17)
+        ops = [PutOp(("split",), f"f{i}", {"text": _text(rng)}) for i in range(20)]
+        ops += [PutOp(("split",), k, {"text": _text(rng)}) for k in ("ka", "kb", "kd")]
+        vectors = await pair.index.embed_puts(ops)
+        for op in ops:
+            vec = vectors[(op.namespace, op.key)]
+            await pair.items.put(op.namespace, op.key, dict(op.value or {}), pack_vectors(vec))
+        filled = ops[:20]
+        await asyncio.gather(
+            *(
+                pair.index.upsert(pair.scope, ("split",), op.key, vectors[("split",), op.key])
+                for op in filled
+            )
+        )
+        (root,) = await _pages(pair)
+        stored = await pair.scope.store.get_item(root.key)
+        # the root is full: one more entry splits it, one entry less does not
+        monkeypatch.setattr(
+            _vectors, "PAGE_BUDGET", len(json.dumps(stored.value, separators=(",", ":"))) + 1
+        )
+
+        def put(index: VectorIndex, scope: Scope, key: str) -> Any:
+            return asyncio.ensure_future(
+                index.upsert(scope, ("split",), key, vectors[("split",), key])
+            )
+
+        expected = {op.key for op in filled}
+        b_index, b_scope, b_gate = _writer(pair.scope, "delete_item", before=True)
+        if interleaving == "stale-writer":
+            c_index, c_scope, c_gate = _writer(pair.scope, "list_keys", before=False)
+            c_task = asyncio.ensure_future(c_index.remove(c_scope, ("split",), "f0"))
+            await c_gate.held.wait()
+            b_task = put(b_index, b_scope, "kb")
+            await b_gate.held.wait()
+            await pair.index.upsert(pair.scope, ("split",), "ka", vectors[("split",), "ka"])
+            c_gate.go.set()
+            await c_task
+            expected ^= {"f0", "ka", "kb"}
+            await pair.items.delete(("split",), "f0")
+            kept = [op for op in ops if op.key in expected]
+        else:
+            d_index, d_scope, d_gate = _writer(pair.scope, "get_item", before=False)
+            d_task = put(d_index, d_scope, "kd")
+            await d_gate.held.wait()
+            b_task = put(b_index, b_scope, "kb")
+            await b_gate.held.wait()
+            d_gate.go.set()
+            await d_task
+            expected |= {"kb", "kd"}
+            kept = [op for op in ops if op.key in expected]
+        b_gate.go.set()
+        await b_task
+        listed = await _pages(pair)
+        keys: list[str] = []
+        for listed_key in listed:
+            stored = await pair.scope.store.get_item(listed_key.key)
+            keys += stored.value["k"]
+        assert sorted(keys) == sorted(expected), interleaving
+        buckets = [str(k.tags["b"]) for k in listed]
+        assert len(buckets) >= 2  # the root was split
+        assert not [(a, b) for a in buckets for b in buckets if a != b and b.startswith(a)]
+        pair.ref.batch(kept)
+        for _ in range(3):
+            await pair.check(("split",), _text(rng, 3), limit=8)
+
+    run(core, body)
+
+
 class _PageWrites:
     """Wraps a store: counts the writes and listings of vector pages (keys ``v/...``)."""
 
