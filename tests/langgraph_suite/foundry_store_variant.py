@@ -18,10 +18,13 @@ per test (SqliteStore's ``text_fields`` index option is LangGraph's ``fields``);
 ``foundry-hosted`` does the same against an in-process emulator. A store class's
 constructor or ``from_conn_string`` gives a new empty store for ``:memory:`` and the same store
 again for the same file path (as the databases would). ``setup()`` (migrations) has nothing to do
-on ``FoundryStore``: the rebound classes add it. The Postgres modules' database administration
-(``Connection.connect(...).execute("CREATE DATABASE ...")`` and the conftest's table clean-up)
-is skipped under ``foundry``; their ``original`` variant needs a PostgreSQL server at the
-address their conftest names and is left out unless ``LG_STORE_POSTGRES=1``. In the
+on ``FoundryStore``: the rebound classes add it; the async classes' TTL sweep methods are awaited
+(``await store.sweep_ttl()``), so theirs return awaitable results. The Postgres modules'
+database administration (``Connection.connect(...).execute("CREATE DATABASE ...")``, the
+conftest's table clean-up, the async fixture's ``DROP TABLE store_migrations``) is skipped
+under ``foundry``, and their sync vector-store helper builds a ``FoundryStore`` with the same
+embedding, fields and TTL; their ``original`` variant needs a PostgreSQL server at the address
+their conftest names and is left out unless ``LG_STORE_POSTGRES=1``. In the
 ``langgraph`` tree, ``sync_store``/``async_store`` get the ``foundry`` variants beside
 ``in_memory`` and only the tests that take them are kept.
 
@@ -59,9 +62,6 @@ _deviations: Any = importlib.import_module("store_deviations")
 TREE = os.environ.get("LG_STORE_TREE", "")
 #: Test modules whose store class names are rebound, by file name.
 STORE_MODULES = ("test_store.py", "test_async_store.py", "test_ttl.py")
-#: The names a store module may use for its store class.
-STORE_NAMES = ("InMemoryStore", "SqliteStore", "AsyncSqliteStore", "PostgresStore",
-               "AsyncPostgresStore")  # fmt: skip
 _made: list[FoundryStore] = []
 _emulator: Any = None
 
