@@ -21,7 +21,9 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
 
+import numpy as np
 import pytest
+from langchain_core.embeddings import Embeddings
 from langgraph.store.base import IndexConfig, Item, PutOp, SearchItem, SearchOp
 from langgraph.store.memory import InMemoryStore
 
@@ -567,12 +569,18 @@ def test_measured_on_10000_items(
     async def body() -> dict[str, float]:
         rng = random.Random(dims)
         pair = await pair_factory(dims=dims)
-        pair.index.embeddings = HashingEmbeddings(dims, dense=dense)
-        pair.ref = InMemoryStore(
-            index={"dims": dims, "embed": HashingEmbeddings(dims, dense=dense), "fields": ["text"]}
-        )
+        embeddings = _ArrayDirections(dims, dense=dense)
+        pair.index.embeddings = embeddings
         ops = [PutOp(("bench",), f"k{i}", {"text": _text(rng, 8), "i": i}) for i in range(count)]
         vectors = await pair.index.embed_puts(ops)
+        keys = [op.key for op in ops]
+        matrix = np.array([vectors[("bench",), key]["text"] for key in keys], dtype=np.float64)
+        norms = np.linalg.norm(matrix, axis=1)
+        # InMemoryStore given the same vectors (not embedded again): checked on some queries
+        given = {str((op.value or {})["text"]): vectors[("bench",), op.key]["text"] for op in ops}
+        pair.ref = InMemoryStore(
+            index={"dims": dims, "embed": _Given(given, embeddings), "fields": ["text"]}
+        )
         packed = {op.key: pack_vectors(vectors[(op.namespace, op.key)]) for op in ops}
         for start in range(0, count, 100):
             chunk = ops[start : start + 100]
@@ -599,13 +607,17 @@ def test_measured_on_10000_items(
             times.append(time.perf_counter() - started)
             calls += sum(pair.calls.calls.values())
             item_reads += pair.items.reads
-            ref = pair.ref.search(("bench",), query=query, limit=10)
-            tenth = min(r.score for r in ref if r.score is not None)
-            exact = {(r.namespace, r.key): r.score for r in ref}
+            # the exact answer: every item's cosine, as InMemoryStore computes it
+            vector = np.asarray(embeddings.embed_query(query), dtype=np.float64)
+            scores = matrix @ vector / (norms * np.linalg.norm(vector))
+            best = np.argsort(-scores, kind="stable")[:10]
+            if len(times) <= 2:  # the same answer as InMemoryStore's (a search over all items)
+                ref = pair.ref.search(("bench",), query=query, limit=10)
+                assert [r.score for r in ref] == pytest.approx(scores[best].tolist(), abs=1e-9)
+            tenth = float(scores[best[-1]])
+            exact = {keys[i] for i in best}
             # a hit: in the exact answer, or tied with its last score (either is right)
-            hits += sum(
-                1 for r in ours if (r.namespace, r.key) in exact or (r.score or 0) >= tenth - 1e-9
-            )
+            hits += sum(1 for r in ours if r.key in exact or (r.score or 0) >= tenth - 1e-9)
         put_started = time.perf_counter()
         for i in range(20):
             op = PutOp(("bench",), f"k{i}", {"text": _text(rng, 8), "i": i})
@@ -629,6 +641,34 @@ def test_measured_on_10000_items(
     assert measured["recall"] == 1.0
     assert measured["bytes_max"] <= _vectors.PAGE_BUDGET
     assert measured["calls"] <= 1 + measured["pages"] + 30
+
+
+class _ArrayDirections(HashingEmbeddings):
+    """:class:`HashingEmbeddings` with its dense directions kept as arrays: the same vectors,
+    embedded about twice as fast (10,000 texts of 1536 dims)."""
+
+    def __init__(self, dims: int, *, dense: bool = False) -> None:
+        super().__init__(dims, dense=dense)
+        self._arrays: dict[str, Any] = {}
+
+    def _direction(self, gram: str) -> Any:
+        found = self._arrays.get(gram)
+        if found is None:
+            found = self._arrays[gram] = np.asarray(super()._direction(gram))
+        return found
+
+
+class _Given(Embeddings):
+    """The vectors already computed for the documents; queries embedded by ``embeddings``."""
+
+    def __init__(self, vectors: Mapping[str, list[float]], embeddings: Embeddings) -> None:
+        self._vectors, self._embeddings = vectors, embeddings
+
+    def embed_documents(self, texts: list[str]) -> list[list[float]]:
+        return [self._vectors[text] for text in texts]
+
+    def embed_query(self, text: str) -> list[float]:
+        return self._embeddings.embed_query(text)
 
 
 # -- through FoundryStore(index=...) -----------------------------------------------------------
