@@ -432,14 +432,18 @@ def test_pages_split_stay_prefix_free_and_answer_exactly(
     run(core, body)
 
 
-def test_query_costs_grow_with_pages_not_items(core: CheckpointCore, pair_factory: Any) -> None:
-    """2,000 items in one namespace: a query lists the pages (1 call), reads each (1 call) and
-    reads about ``limit`` items; a put costs a listing, a page read and a page write."""
+def test_query_costs_grow_with_pages_not_items(
+    core: CheckpointCore, pair_factory: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """400 items in one namespace on pages of 20 KB (several pages): a query lists the pages
+    (1 call), reads each (1 call) and reads about ``limit`` items; a put costs a listing, a
+    page read and a page write."""
+    monkeypatch.setattr(_vectors, "PAGE_BUDGET", 20_000)
 
     async def body() -> None:
         rng = random.Random(5)
         pair = await pair_factory(dims=64)
-        ops = _corpus(rng, [("big",)], 2000)
+        ops = _corpus(rng, [("big",)], 400)
         vectors = await pair.index.embed_puts(ops)
         for op in ops:
             await pair.items.put(
@@ -449,8 +453,9 @@ def test_query_costs_grow_with_pages_not_items(core: CheckpointCore, pair_factor
                 pack_vectors(vectors[(op.namespace, op.key)]),
             )
         packed = {op.key: pack_vectors(vectors[(op.namespace, op.key)]) for op in ops}
-        assert await pair.index.repair(pair.scope, ("big",), packed) == 2000
+        assert await pair.index.repair(pair.scope, ("big",), packed) == 400
         pages = len(await _pages(pair))
+        assert pages >= 3
         pair.ref.batch(ops)
         for _ in range(5):
             pair.calls.calls.clear()
@@ -611,7 +616,7 @@ def test_measured_on_10000_items(
             vector = np.asarray(embeddings.embed_query(query), dtype=np.float64)
             scores = matrix @ vector / (norms * np.linalg.norm(vector))
             best = np.argsort(-scores, kind="stable")[:10]
-            if len(times) <= 2:  # the same answer as InMemoryStore's (a search over all items)
+            if len(times) == 1:  # the same answer as InMemoryStore's (a search over all items)
                 ref = pair.ref.search(("bench",), query=query, limit=10)
                 assert [r.score for r in ref] == pytest.approx(scores[best].tolist(), abs=1e-9)
             tenth = float(scores[best[-1]])
@@ -742,7 +747,7 @@ async def test_foundrystore_answers_as_inmemorystore(make_memory_store: Any, fac
     pages = [(10, 0), (4, 3), (50, 0), (5, 70)]
     combos = [(flt, page) for flt in filters for page in pages]
     rng.shuffle(combos)
-    queries = [_text(rng, 3) for _ in range(5)] + ["apple pie", "storm rain snow"]
+    queries = [_text(rng, 3) for _ in range(2)] + ["apple pie", "storm rain snow"]
     prefixes = [(), ("mem",), ("mem", "u2"), ("mem", "u2", "notes"), ("nothing",)]
     turn = 0
     for query in queries:
