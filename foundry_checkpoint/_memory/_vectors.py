@@ -268,7 +268,7 @@ class _Entry:
     rows: list[_Row]
 
 
-def _quantize(path: str, vector: Sequence[float]) -> _Row:
+def _quantize(path: str, vector: Sequence[float] | NDArray[np.float64]) -> _Row:
     """One vector as int8 codes, scale and error bound (see the module docstring)."""
     values = np.asarray(vector, dtype=np.float64)
     norm = float(np.linalg.norm(values))
@@ -706,7 +706,7 @@ class VectorIndex:
     def _entry_of(self, packed: Mapping[str, str] | None) -> _Entry:
         if not packed:
             return _Entry("", [])
-        rows = [_quantize(path, vector) for path, vector in unpack_vectors(packed).items()]
+        rows = [_quantize(path, _floats(text)) for path, text in packed.items()]
         return _Entry(vectors_version(packed), rows)
 
     # -- queries ------------------------------------------------------------------------------

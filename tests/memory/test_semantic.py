@@ -13,6 +13,7 @@ takes them in insertion order, the pages in theirs).
 from __future__ import annotations
 
 import asyncio
+import base64
 import json
 import random
 import time
@@ -579,14 +580,16 @@ def test_measured_on_10000_items(
         ops = [PutOp(("bench",), f"k{i}", {"text": _text(rng, 8), "i": i}) for i in range(count)]
         vectors = await pair.index.embed_puts(ops)
         keys = [op.key for op in ops]
-        matrix = np.array([vectors[("bench",), key]["text"] for key in keys], dtype=np.float64)
+        packed = {op.key: pack_vectors(vectors[(op.namespace, op.key)]) for op in ops}
+        matrix = np.frombuffer(
+            b"".join(base64.b64decode(packed[key]["text"]) for key in keys), dtype="<f8"
+        ).reshape(count, dims)
         norms = np.linalg.norm(matrix, axis=1)
         # InMemoryStore given the same vectors (not embedded again): checked on some queries
         given = {str((op.value or {})["text"]): vectors[("bench",), op.key]["text"] for op in ops}
         pair.ref = InMemoryStore(
             index={"dims": dims, "embed": _Given(given, embeddings), "fields": ["text"]}
         )
-        packed = {op.key: pack_vectors(vectors[(op.namespace, op.key)]) for op in ops}
         for start in range(0, count, 100):
             chunk = ops[start : start + 100]
             await asyncio.gather(
