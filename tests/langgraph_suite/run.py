@@ -21,12 +21,12 @@ LangGraph's own *store* tests the same way, on ``FoundryStore`` beside the store
 written for (plugin ``foundry_store_variant.py``): the sdists of the installed
 ``langgraph-checkpoint`` (``tests/test_store.py``: InMemoryStore), ``langgraph-checkpoint-sqlite``
 (``tests/test_store.py``, ``test_async_store.py``, ``test_ttl.py``: SqliteStore) and
-``langgraph`` (the graph tests taking ``sync_store``/``async_store``), and of the newest
-``langgraph-checkpoint-postgres`` (not installed here; its sdist ships ``tests/test_store.py``
-and ``test_async_store.py``: PostgresStore, whose ``original`` variant needs a PostgreSQL
-server and runs only with ``LG_STORE_POSTGRES=1``). It prints the counts per tree and variant
-and exits non-zero when a test fails with ``foundry`` that passes with ``original`` (for the
-Postgres tree: that fails with ``foundry`` at all), except the deviations of
+``langgraph`` (the graph tests taking ``sync_store``/``async_store``), and
+``langgraph-checkpoint-postgres`` (the installed version, else the newest; its sdist ships
+``tests/test_store.py`` and ``test_async_store.py``: PostgresStore, whose ``original`` variant
+needs a PostgreSQL server and runs only with ``LG_STORE_POSTGRES=1``). It prints the counts
+per tree and variant and exits non-zero when a test fails with ``foundry`` that passes with
+``original`` (for the Postgres tree: that fails with ``foundry`` at all), except the deviations of
 :data:`STORE_DEVIATIONS` (``store_deviations.py``: the tests skipped under ``foundry`` as not
 applicable, and the deviations by design), each printed with its reason.
 ``LG_STORE_VARIANTS`` (default ``original,foundry``; ``foundry-hosted`` adds the hosted mode on
@@ -75,9 +75,12 @@ BY_DESIGN = (
 PIP = [sys.executable, "-m", "pip", "--disable-pip-version-check", "-q"]
 
 
-def _sdist(dist: str, work: Path, *, installed: bool = True) -> Path:
-    """Download and unpack the sdist of ``dist`` (the installed version, or the newest)."""
-    spec = f"{dist}=={importlib.metadata.version(dist)}" if installed else dist
+def _sdist(dist: str, work: Path) -> Path:
+    """Download and unpack the sdist of ``dist`` (the installed version, else the newest)."""
+    try:
+        spec = f"{dist}=={importlib.metadata.version(dist)}"
+    except importlib.metadata.PackageNotFoundError:
+        spec = dist
     target = work / dist
     subprocess.run(
         [*PIP, "download", "--no-deps", "--no-binary", ":all:", spec, "-d", str(target)],
@@ -171,15 +174,14 @@ def _summary(report: Path) -> int:
     return 1 if unexpected else 0
 
 
-#: The store test trees: (distribution, whether the installed version is taken (else the
-#: newest), test paths, extra pytest arguments).
-STORE_TREES: tuple[tuple[str, bool, tuple[str, ...], tuple[str, ...]], ...] = (
-    ("langgraph-checkpoint", True, ("tests/test_store.py",), ()),
-    ("langgraph-checkpoint-sqlite", True,
+#: The store test trees: (distribution, test paths, extra pytest arguments). Each tree is the
+#: sdist of the installed version (of the newest when the distribution is not installed).
+STORE_TREES: tuple[tuple[str, tuple[str, ...], tuple[str, ...]], ...] = (
+    ("langgraph-checkpoint", ("tests/test_store.py",), ()),
+    ("langgraph-checkpoint-sqlite",
      ("tests/test_store.py", "tests/test_async_store.py", "tests/test_ttl.py"), ()),
-    ("langgraph-checkpoint-postgres", False,
-     ("tests/test_store.py", "tests/test_async_store.py"), ()),
-    ("langgraph", True, ("tests/test_pregel.py", "tests/test_pregel_async.py"),
+    ("langgraph-checkpoint-postgres", ("tests/test_store.py", "tests/test_async_store.py"), ()),
+    ("langgraph", ("tests/test_pregel.py", "tests/test_pregel_async.py"),
      ("-p", "foundry_variant", "-p", "no:asyncio")),
 )  # fmt: skip
 
@@ -195,8 +197,8 @@ def store_main() -> int:
         )
         status = 0
         lost: list[tuple[str, str, str]] = []
-        for dist, installed, paths, extra in STORE_TREES:
-            tree = _sdist(dist, work, installed=installed)
+        for dist, paths, extra in STORE_TREES:
+            tree = _sdist(dist, work)
             report = work / f"{dist}.xml"
             env = {
                 **os.environ,
