@@ -298,6 +298,7 @@ class FoundryStore(CoreOwner, BaseStore):
         self._vectors = vectors
         self._namespaces = NamespaceIndex()
         self._sweeper: threading.Thread | None = None
+        self._sweeper_done: concurrent.futures.Future[None] | None = None
         self._sweeper_stop = threading.Event()
 
     @property
@@ -368,7 +369,14 @@ class FoundryStore(CoreOwner, BaseStore):
                 for condition in op.match_conditions or ():
                     if condition.match_type not in ("prefix", "suffix"):
                         raise ValueError(f"Unsupported match type: {condition.match_type}")
-                    path = _check_namespace(condition.path, "a match condition's path", empty=True)
+                    # A string path is a sequence of one-character labels, as LangGraph's own
+                    # stores read it (it matches only such namespaces).
+                    raw = condition.path
+                    path = _check_namespace(
+                        tuple(raw) if isinstance(raw, str) else raw,
+                        "a match condition's path",
+                        empty=True,
+                    )
                     conditions.append(condition._replace(path=path))
                 if op.match_conditions:
                     op = op._replace(match_conditions=tuple(conditions))
@@ -849,11 +857,14 @@ class FoundryStore(CoreOwner, BaseStore):
         The thread sweeps the partition of ``user_id=`` (or the process's own identity): in a
         host serving many users, call :meth:`sweep_ttl` within each user's requests instead.
         Returns a future that completes when the sweeper stops (at once when there is nothing
-        to sweep: no ``ttl`` config and no interval).
+        to sweep: no ``ttl`` config and no interval). Called while it runs, it answers the
+        running sweeper's future.
 
         Example:
             >>> store = FoundryStore(ttl={"default_ttl": 60, "sweep_interval_minutes": 5})
             >>> done = store.start_ttl_sweeper()
+            >>> store.start_ttl_sweeper() is done
+            True
             >>> store.stop_ttl_sweeper(timeout=5)
             True
             >>> store.close()
@@ -865,8 +876,8 @@ class FoundryStore(CoreOwner, BaseStore):
         if interval is None or interval <= 0:
             future.set_result(None)
             return future
-        if self._sweeper is not None and self._sweeper.is_alive():
-            raise InvalidArgumentError("the TTL sweeper is already running; stop it first")
+        if self._sweeper is not None and self._sweeper.is_alive() and self._sweeper_done:
+            return self._sweeper_done  # already running (as LangGraph's SQL stores answer)
         self._sweeper_stop.clear()
         stop = self._sweeper_stop
         seconds = float(interval) * 60
@@ -882,6 +893,7 @@ class FoundryStore(CoreOwner, BaseStore):
                 future.set_result(None)
 
         self._sweeper = threading.Thread(target=loop, name="foundry-store-ttl", daemon=True)
+        self._sweeper_done = future
         self._sweeper.start()
         return future
 

@@ -208,6 +208,16 @@ def test_bad_ops_are_refused(memory_store: FoundryStore) -> None:
             memory_store.batch([ListNamespacesOp((MatchCondition("suffix", bad),))])
     with pytest.raises(InvalidArgumentError):
         memory_store.put(("a",), "k", {"v": 1}, ttl=-1)
+
+
+def test_a_string_match_path_is_one_character_labels(memory_store: FoundryStore) -> None:
+    """As InMemoryStore and PostgresStore read it: ``"ab"`` is ``("a", "b")``."""
+    memory_store.put(("public",), "k", {"v": 1})
+    memory_store.put(("x", "a", "b"), "k", {"v": 2})
+    suffix = ListNamespacesOp((MatchCondition("suffix", "ab"),))  # type: ignore[arg-type]
+    assert memory_store.batch([suffix]) == [[("x", "a", "b")]]
+    public = ListNamespacesOp((MatchCondition("suffix", "public"),))  # type: ignore[arg-type]
+    assert memory_store.batch([public]) == [[]]
     with pytest.raises(InvalidIdentifierError):
         memory_store.get(("a",), "\ud800")
 
@@ -279,6 +289,7 @@ def test_ttl_sweeper_thread(make_memory_store: Callable[..., FoundryStore]) -> N
     store = make_memory_store(ttl={"default_ttl": 1, "sweep_interval_minutes": 1})
     done = store.start_ttl_sweeper()
     assert not done.done()
+    assert store.start_ttl_sweeper() is done  # already running: its future, as the SQL stores
     assert store.stop_ttl_sweeper(timeout=10)
     done.result(timeout=10)
     idle = make_memory_store()
