@@ -16,10 +16,9 @@ from dataclasses import replace
 from typing import Any
 
 import pytest
-from langgraph.store.base import ListNamespacesOp, MatchCondition, PutOp
+from langgraph.store.base import ListNamespacesOp, MatchCondition
 from langgraph.store.memory import InMemoryStore
 
-from foundry_checkpoint import FoundryStore
 from foundry_checkpoint._memory import _layout
 from foundry_checkpoint._memory import _namespaces as nsx
 from foundry_checkpoint._memory._namespaces import NamespaceIndex, past, separator
@@ -516,29 +515,3 @@ def test_under_a_store_ttl_adds_keep_the_index_written(
     third.add_one(("a",))
     assert counting.calls["set_item"] == 1  # the leaf written again before the store's TTL
     assert third.held() == [("a",)]
-
-
-# -- through FoundryStore ------------------------------------------------------------------------
-@pytest.mark.slow
-def test_list_namespaces_costs_the_same_at_10_and_10_000_namespaces(
-    make_memory_store: Callable[..., FoundryStore],
-) -> None:
-    counts = []
-    for size in (10, 10_000):  # live namespaces, beside one emptied
-        store = make_memory_store(store_prefix=f"ns{size}")
-        ops = [PutOp(("users", f"u{i:05d}", "notes"), "k", {"i": i}) for i in range(size + 1)]
-        random.Random(size).shuffle(ops)
-        for start in range(0, size + 1, 1000):
-            store.batch(ops[start : start + 1000])
-        store.delete(("users", "u00003", "notes"), "k")  # emptied: never listed
-        core = store._core
-        scope = core.run(core.scope(None))
-        counting = CountingStore(scope.store)
-        scope.store = counting
-        page = store.list_namespaces(prefix=("users",), limit=10)
-        assert page == [("users", f"u{i:05d}", "notes") for i in range(11) if i != 3]
-        groups = store.list_namespaces(max_depth=2, limit=10)
-        assert groups == [("users", f"u{i:05d}") for i in range(11) if i != 3]
-        counts.append(dict(counting.calls))
-    # each listing: the root and one leaf, then one short key listing per candidate (11)
-    assert counts[0] == counts[1] == {"get_item": 2 + 2, "list_keys": 11 + 11}

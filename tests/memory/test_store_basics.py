@@ -338,32 +338,6 @@ async def test_store_calls_of_get_put_delete(memory_store: FoundryStore) -> None
     assert calls.calls == {"get_item": 3}
 
 
-async def _fill(store: FoundryStore, prefix: tuple[str, ...], count: int) -> None:
-    ops = [PutOp((*prefix, f"s{i % 7}"), f"k{i}", {"i": i}) for i in range(count)]
-    for start in range(0, count, 1000):
-        await store.abatch(ops[start : start + 1000])
-
-
-@pytest.mark.slow
-async def test_a_search_page_costs_the_same_at_10_and_10000_items(
-    make_memory_store: Callable[..., FoundryStore],
-) -> None:
-    counts = []
-    for size in (10, 10_000):
-        store = make_memory_store(store_prefix=f"count{size}")
-        await _fill(store, ("big",), size)
-        await store.aput(("other",), "k", {"i": -1})
-        calls = await _counting(store)
-        page = await store.asearch(("big",), limit=10)
-        assert len(page) == 10 and all(i.namespace[0] == "big" for i in page)
-        counts.append(dict(calls.calls))
-        calls.calls.clear()
-        second = await store.asearch(("big",), limit=10, offset=10)
-        assert len(second) == min(10, size - 10)
-        assert not {(i.namespace, i.key) for i in page} & {(i.namespace, i.key) for i in second}
-    assert counts[0] == counts[1] == {"list_keys": 1, "get_item": 10}
-
-
 async def test_tag_fields_serve_equality_filters(
     make_memory_store: Callable[..., FoundryStore],
 ) -> None:
