@@ -36,13 +36,14 @@ _KINDS = {
 
 def _constructors() -> dict[str, Callable[..., Any]]:
     """Every public constructor the reference must state, by the name it is written with."""
-    from foundry_checkpoint import AzureBlobSpill, FoundryCheckpointer, LocalSpill
+    from foundry_checkpoint import AzureBlobSpill, FoundryCheckpointer, FoundryStore, LocalSpill
     from foundry_checkpoint.emulator import FoundryEmulator
     from foundry_checkpoint_autogen import AutoGenStateStore
     from foundry_checkpoint_maf import FoundryCheckpointStorage, FoundryCheckpointStorageProvider
 
     return {
         "FoundryCheckpointer": FoundryCheckpointer,
+        "FoundryStore": FoundryStore,
         "FoundryCheckpointStorage": FoundryCheckpointStorage,
         "FoundryCheckpointStorageProvider": FoundryCheckpointStorageProvider,
         "AutoGenStateStore": AutoGenStateStore,

@@ -36,6 +36,9 @@ PUBLIC_MODULES = (
     "foundry_checkpoint",
     "foundry_checkpoint.errors",
     "foundry_checkpoint.spill",
+    "foundry_checkpoint.payloads",
+    "foundry_checkpoint.migrate",
+    "foundry_checkpoint.langgraph_server",
     "foundry_checkpoint.emulator",
     "foundry_checkpoint_maf",
     "foundry_checkpoint_autogen",
@@ -59,12 +62,12 @@ def _documented() -> str:
 
 
 def test_every_public_option_is_in_the_reference() -> None:
-    from foundry_checkpoint import FoundryCheckpointer
+    from foundry_checkpoint import FoundryCheckpointer, FoundryStore
     from foundry_checkpoint_autogen import AutoGenStateStore
     from foundry_checkpoint_maf import FoundryCheckpointStorage
 
     reference = (DOCS / "configuration.md").read_text(encoding="utf-8")
-    for cls in (FoundryCheckpointer, FoundryCheckpointStorage, AutoGenStateStore):
+    for cls in (FoundryCheckpointer, FoundryStore, FoundryCheckpointStorage, AutoGenStateStore):
         for name in inspect.signature(cls).parameters:
             shown = f"**{name}" if name == "client_kwargs" else f"`{name}`"
             assert shown in reference, f"{cls.__name__}({name}) is not documented"
