@@ -400,11 +400,12 @@ def _owned(key: str, buckets: Iterable[str]) -> bool:
 
 
 def _search_tags(prefix: Namespace) -> dict[str, str]:
-    tags = {"k": _KIND}
-    if prefix:
-        depth = min(len(prefix), TAGGED_DEPTH)
-        tags[f"p{depth}"] = labels_tag(prefix[:depth])
-    return tags
+    """The tags that list the pages under ``prefix``; the kind tag last, since the embedded
+    engine drives a listing from its first tag (as the memory store's own listings do)."""
+    if not prefix:
+        return {"k": _KIND}
+    depth = min(len(prefix), TAGGED_DEPTH)
+    return {f"p{depth}": labels_tag(prefix[:depth]), "k": _KIND}
 
 
 class VectorIndex:
@@ -513,7 +514,7 @@ class VectorIndex:
         await self._update(scope, namespace, key, None)
 
     async def _pages_of(self, scope: Scope, namespace: Namespace) -> list[ItemKey]:
-        return await _list_all(scope, {"k": _KIND, "n": labels_tag(namespace)})
+        return await _list_all(scope, {"n": labels_tag(namespace), "k": _KIND})  # k last
 
     async def _update(
         self, scope: Scope, namespace: Namespace, key: str, entry: _Entry | None
