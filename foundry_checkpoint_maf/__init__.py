@@ -15,6 +15,9 @@ Inside Foundry hosting (agent-framework-foundry-hosting), pass
 ``checkpoint_store_provider=FoundryCheckpointStorageProvider()``; that class is imported only
 when first used, so this package works without the hosting package installed.
 
+Agents (not workflows) keep their conversation with ``FoundryHistoryProvider``, a MAF
+``HistoryProvider`` (``context_providers=[FoundryHistoryProvider()]``).
+
 Errors of decoding (all ``WorkflowCheckpointException``): ``CheckpointTypeBlockedError`` (a
 class that is not allowed: "deserialization blocked"), ``CheckpointTamperedError`` (a stored
 pickle no encoder writes, logged at WARNING) and ``CheckpointDecodeError`` (damaged).
@@ -26,6 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 from foundry_checkpoint.adapter import __version__ as __version__
 
+from ._history import FoundryHistoryProvider
 from ._payload import CheckpointDecodeError, CheckpointTamperedError, CheckpointTypeBlockedError
 from ._storage import FoundryCheckpointStorage, StoredCheckpoint
 
@@ -38,6 +42,7 @@ __all__ = [
     "CheckpointTypeBlockedError",
     "FoundryCheckpointStorage",
     "FoundryCheckpointStorageProvider",
+    "FoundryHistoryProvider",
     "StoredCheckpoint",
 ]
 

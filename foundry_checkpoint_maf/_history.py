@@ -1,0 +1,434 @@
+"""``FoundryHistoryProvider``: MAF's ``HistoryProvider`` on Foundry's durable state store.
+
+Mapping (one store per session, isolated per end user):
+
+* session id -> one store ``<store_prefix>/t/<session id>`` (``None``: ``<store_prefix>/default``),
+  always ``user_isolation=True``;
+* a **head** item (key ``head``, tag ``kind=maf.history``) holds ``{"first": F, "next": N}``: the
+  messages kept are the sequence numbers ``F .. N-1``;
+* one item per **message**, key ``msg/<sequence number, 12 digits>``, tags ``kind=maf.message``
+  and ``seq``; the value is ``Message.to_dict()`` dumped as compact JSON (compressed when it
+  pays), spilled through the scope's codec when it would exceed the 1 MB item limit.
+
+Costs (store calls, whatever the length of the conversation):
+
+* **append** (``save_messages`` of k messages): one head read, at most k message reads (the tail
+  MAF's ``filter_new_messages`` compares the new messages with, so a replayed transcript is not
+  stored twice, exactly as ``InMemoryHistoryProvider`` and ``FileHistoryProvider`` do), one
+  conditional head write, k message writes, and, with ``max_messages``, a read and a delete per
+  message that falls out of the window. Nothing already stored is rewritten;
+* **read the last n** (``get_messages(session_id, last=n)``): one head read and n message reads
+  (run concurrently, at most 16 at once); the whole history is read the same way, in pages of
+  100 messages.
+
+**Concurrent appends.** The head is advanced by compare-and-set on its etag (``if_match``; a
+first append creates it, and a create that meets an existing head is a lost race too). A writer
+that loses re-reads the head and tries again (up to 20 times, then
+:class:`~foundry_checkpoint.errors.ConcurrentWriteError`, with nothing stored), so every
+append reserves its own range of sequence numbers, the ranges never overlap, and all readers see
+one order: the order in which the reservations won. Messages are written after their range is
+reserved: a reader that runs while an append is in flight may miss that append's messages
+until its writes finish, and an append that fails between the two steps (it raises) leaves its
+range empty; readers skip missing sequence numbers. No message is ever stored twice or lost
+once ``save_messages`` has returned.
+
+**Retention.** ``max_messages=n`` keeps the last n messages: the head write that reserves a
+range also moves ``first``, and the writer then deletes the messages it pushed out (and their
+spilled blobs). ``delete_session`` deletes the session's store partition of this user.
+
+**Decoding** is JSON only: ``json.loads`` and ``Message.from_dict`` (what ``FileHistoryProvider``
+uses); nothing stored can run code on read.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import random
+from collections.abc import Coroutine, Sequence
+from typing import TYPE_CHECKING, Any, Final, TypeVar
+
+from agent_framework import HistoryProvider, Message
+from agent_framework._sessions import filter_new_messages
+from azure.ai.agentserver.core.storage import (
+    FoundryStorageConflictError,
+    FoundryStoragePreconditionError,
+)
+
+from foundry_checkpoint.adapter import (
+    DEFAULT_ITEM_TTL_SECONDS,
+    Call,
+    CoreOwner,
+    LocalBackend,
+    Scope,
+    bounded,
+    check_identifier,
+    item_key,
+    new_core,
+    spilled_digest,
+)
+from foundry_checkpoint.errors import (
+    ConcurrentWriteError,
+    CorruptPayloadError,
+    FoundryCheckpointError,
+    InvalidArgumentError,
+)
+
+if TYPE_CHECKING:
+    from azure.core.credentials_async import AsyncTokenCredential
+
+    from foundry_checkpoint.spill import SpillStore
+
+__all__ = ["FoundryHistoryProvider"]
+
+T = TypeVar("T")
+
+_HEAD_KEY: Final = item_key("head")
+_HEAD_TAGS: Final = {"kind": "maf.history"}
+_MESSAGE_KIND: Final = "maf.message"
+_SEQ_DIGITS: Final = 12
+_READ_CONCURRENCY: Final = 16
+_PAGE: Final = 100
+_MAX_ATTEMPTS: Final = 20
+
+
+def _message_key(seq: int) -> str:
+    return item_key("msg", f"{seq:0{_SEQ_DIGITS}d}")
+
+
+def _message_tags(seq: int) -> dict[str, str]:
+    return {"kind": _MESSAGE_KIND, "seq": f"{seq:0{_SEQ_DIGITS}d}"}
+
+
+class FoundryHistoryProvider(CoreOwner, HistoryProvider):
+    """Microsoft Agent Framework chat history on Foundry's durable state store.
+
+    Pass it to an agent (``Agent(client, context_providers=[FoundryHistoryProvider()])``): the
+    agent loads the session's history before each run and appends the run's input and response
+    messages after it, in this or any other process or replica. With no configuration it uses
+    the embedded local store under ``AGENTSERVER_STATE_ROOT``; inside a Foundry-hosted agent
+    (``FOUNDRY_HOSTING_ENVIRONMENT`` set) the hosted service. Who a call is for is captured
+    once per call from the request context (``docs/concepts/isolation.md``).
+
+    Args:
+        source_id: The provider's id among the agent's context providers.
+        store_prefix: First segment of every store name (default ``"maf-history"``).
+        credential: Async token credential for hosted mode (default: the SDK's
+            ``DefaultAzureCredential``).
+        endpoint: Foundry project endpoint for hosted mode (default:
+            ``FOUNDRY_PROJECT_ENDPOINT``).
+        user_id: The end user whose partition to use outside a request (see
+            :class:`~foundry_checkpoint_maf.FoundryCheckpointStorage`).
+        trusted_delegation: Declare this agent a trusted delegating caller (required for
+            ``user_id=`` in hosted mode).
+        item_ttl_seconds: Idle lifetime of items in stores this object creates (-1: never).
+        spill: Where messages over the 1 MB item limit go (default: a directory under the
+            state root in local mode, chunk items of the session's store in hosted mode).
+        local_backend: ``"sqlite"`` (embedded, default) or ``"sdk"`` (the SDK's local mode).
+        max_messages: Keep only the last ``max_messages`` messages of each session (None: all).
+        load_messages: Whether the agent loads the history before a run (MAF's flag).
+        store_inputs: Whether the run's input messages are stored.
+        store_context_messages: Whether context messages of other providers are stored.
+        store_context_from: If set, only context from these source ids is stored.
+        store_outputs: Whether the run's response messages are stored.
+        skip_excluded: Leave out messages whose ``additional_properties["_excluded"]`` is
+            truthy when reading (as MAF's own providers do).
+        **client_kwargs: Passed to the ``FoundryStateStore`` client (hosted mode).
+
+    Raises:
+        InvalidIdentifierError: ``store_prefix`` or ``user_id`` cannot be used.
+        UntrustedDelegationError: ``user_id=`` in hosted mode without ``trusted_delegation``.
+        InvalidArgumentError: ``max_messages`` or another option is out of range.
+
+    Example:
+        >>> import asyncio
+        >>> from agent_framework import Message
+        >>> async def demo() -> list[str]:
+        ...     async with FoundryHistoryProvider() as history:
+        ...         await history.delete_session("doc-chat")
+        ...         await history.save_messages("doc-chat", [Message("user", ["hi"])])
+        ...         return [m.text for m in await history.get_messages("doc-chat")]
+        >>> asyncio.run(demo())
+        ['hi']
+    """
+
+    DEFAULT_SOURCE_ID: Final = "foundry_history"
+
+    def __init__(
+        self,
+        source_id: str = DEFAULT_SOURCE_ID,
+        *,
+        store_prefix: str = "maf-history",
+        credential: AsyncTokenCredential | None = None,
+        endpoint: str | None = None,
+        user_id: str | None = None,
+        trusted_delegation: bool = False,
+        item_ttl_seconds: int = DEFAULT_ITEM_TTL_SECONDS,
+        spill: SpillStore | None = None,
+        local_backend: LocalBackend = "sqlite",
+        max_messages: int | None = None,
+        load_messages: bool = True,
+        store_inputs: bool = True,
+        store_context_messages: bool = False,
+        store_context_from: set[str] | None = None,
+        store_outputs: bool = True,
+        skip_excluded: bool = False,
+        **client_kwargs: Any,
+    ) -> None:
+        if max_messages is not None and (
+            isinstance(max_messages, bool) or not isinstance(max_messages, int) or max_messages < 1
+        ):
+            raise InvalidArgumentError(
+                f"max_messages must be a positive int or None, got {max_messages!r}"
+            )
+        core = new_core(locals(), scope_word="session")
+        HistoryProvider.__init__(
+            self,
+            source_id,
+            load_messages=load_messages,
+            store_inputs=store_inputs,
+            store_context_messages=store_context_messages,
+            store_context_from=store_context_from,
+            store_outputs=store_outputs,
+        )
+        self._core = core
+        self._owns_core = True
+        self.max_messages = max_messages
+        self.skip_excluded = skip_excluded
+
+    def __repr__(self) -> str:
+        return f"FoundryHistoryProvider(source_id={self.source_id!r}, {self._core.describe()})"
+
+    # -- plumbing -----------------------------------------------------------------------------
+    async def _run(self, coro: Coroutine[Any, Any, T], *, call: Call, shield: bool = False) -> T:
+        return await self._core.arun(coro, shield=shield, call=call)
+
+    @staticmethod
+    def _checked(session_id: str | None) -> str | None:
+        if session_id is not None:
+            check_identifier(session_id, "session_id")
+        return session_id
+
+    @staticmethod
+    def _bounds(value: Any) -> tuple[int, int]:
+        first = value.get("first") if isinstance(value, dict) else None
+        nxt = value.get("next") if isinstance(value, dict) else None
+        if not isinstance(first, int) or not isinstance(nxt, int) or not 0 <= first <= nxt:
+            raise CorruptPayloadError(
+                f"The history head holds {value!r}, not a range of messages; it was changed "
+                "outside foundry-checkpoint. delete_session() removes the session."
+            )
+        return first, nxt
+
+    async def _read_one(self, scope: Scope, seq: int) -> Message | None:
+        key = _message_key(seq)
+        item = await scope.store.get_item(key)
+        if item is None:
+            return None
+        try:
+            payload = await scope.decode(item.value, key=key)
+            data = json.loads(payload)
+            if not isinstance(data, dict):
+                raise ValueError(f"a {type(data).__name__}, not an object")
+            return Message.from_dict(data)
+        except (FoundryCheckpointError, ValueError, TypeError, KeyError) as exc:
+            raise CorruptPayloadError(
+                f"Message {seq} of session {scope.scope_id!r} cannot be read "
+                f"({type(exc).__name__}: {exc}); delete_session() removes the session."
+            ) from exc
+
+    async def _read_range(self, scope: Scope, start: int, stop: int) -> list[Message]:
+        out: list[Message] = []
+        for page in range(start, stop, _PAGE):
+            found = await bounded(
+                (self._read_one(scope, s) for s in range(page, min(page + _PAGE, stop))),
+                limit=_READ_CONCURRENCY,
+            )
+            out.extend(m for m in found if m is not None)
+        return out
+
+    # -- the HistoryProvider contract ---------------------------------------------------------
+    async def get_messages(
+        self,
+        session_id: str | None,
+        *,
+        state: dict[str, Any] | None = None,
+        last: int | None = None,
+        **kwargs: Any,
+    ) -> list[Message]:
+        """The session's messages, oldest first (only the last ``last`` when given).
+
+        Costs one head read and one read per message returned; a session never written has
+        no messages (nothing is created).
+
+        Raises:
+            CorruptPayloadError: a stored message cannot be decoded.
+            InvalidIdentifierError: ``session_id`` cannot be used.
+
+        Example:
+            >>> import asyncio
+            >>> from agent_framework import Message
+            >>> async def demo() -> list[str]:
+            ...     async with FoundryHistoryProvider() as history:
+            ...         await history.delete_session("doc-last")
+            ...         await history.save_messages(
+            ...             "doc-last", [Message("user", ["a"]), Message("assistant", ["b"])])
+            ...         return [m.text for m in await history.get_messages("doc-last", last=1)]
+            >>> asyncio.run(demo())
+            ['b']
+        """
+        del state, kwargs
+        session_id = self._checked(session_id)
+        if last is not None and (isinstance(last, bool) or not isinstance(last, int) or last < 0):
+            raise InvalidArgumentError(f"last must be a non-negative int or None, got {last!r}")
+        call = self._core.capture()
+
+        async def _get() -> list[Message]:
+            scope = await self._core.scope(session_id, create=False)
+            if scope is None:
+                return []
+            head = await scope.store.get_item(_HEAD_KEY)
+            if head is None:
+                return []
+            first, nxt = self._bounds(head.value)
+            start = first if last is None else max(first, nxt - last)
+            return await self._read_range(scope, start, nxt)
+
+        messages = await self._run(_get(), call=call)
+        if self.skip_excluded:
+            messages = [m for m in messages if not m.additional_properties.get("_excluded")]
+        return messages
+
+    async def save_messages(
+        self,
+        session_id: str | None,
+        messages: Sequence[Message],
+        *,
+        state: dict[str, Any] | None = None,
+        **kwargs: Any,
+    ) -> None:
+        """Append the messages that are new to the session (MAF's ``filter_new_messages``).
+
+        Raises:
+            ConcurrentWriteError: other writers won the head 20 times in a row (nothing stored).
+            InvalidIdentifierError: ``session_id`` cannot be used.
+
+        Example:
+            >>> import asyncio
+            >>> from agent_framework import Message
+            >>> async def demo() -> int:
+            ...     async with FoundryHistoryProvider() as history:
+            ...         await history.delete_session("doc-save")
+            ...         turn = [Message("user", ["hi"], message_id="m1")]
+            ...         await history.save_messages("doc-save", turn)
+            ...         await history.save_messages("doc-save", turn)  # a replay: not stored
+            ...         return len(await history.get_messages("doc-save"))
+            >>> asyncio.run(demo())
+            1
+        """
+        del state, kwargs
+        session_id = self._checked(session_id)
+        incoming = list(messages)
+        if not incoming:
+            return
+        payloads = [
+            json.dumps(m.to_dict(), ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+            for m in incoming
+        ]
+        call = self._core.capture()
+        await self._run(self._append(session_id, incoming, payloads), call=call, shield=True)
+
+    async def _append(
+        self, session_id: str | None, incoming: list[Message], payloads: list[bytes]
+    ) -> None:
+        scope = await self._core.scope(session_id)
+        store = scope.store
+        for attempt in range(_MAX_ATTEMPTS):
+            head = await store.get_item(_HEAD_KEY)
+            first, nxt = (0, 0) if head is None else self._bounds(head.value)
+            tail = await self._read_range(scope, max(first, nxt - len(incoming)), nxt)
+            new = filter_new_messages(tail, incoming)
+            if not new:
+                return
+            start = len(incoming) - len(new)  # the new ones are a suffix of incoming
+            stop = nxt + len(new)
+            keep_from = first if self.max_messages is None else max(first, stop - self.max_messages)
+            value: dict[str, Any] = {"first": keep_from, "next": stop}
+            try:
+                if head is None:
+                    await store.create_item(_HEAD_KEY, value, tags=_HEAD_TAGS)
+                else:
+                    await store.set_item(_HEAD_KEY, value, tags=_HEAD_TAGS, if_match=head.etag)
+            except (FoundryStorageConflictError, FoundryStoragePreconditionError):
+                await asyncio.sleep(random.uniform(0, 0.002 * (attempt + 1)))
+                continue
+            break
+        else:
+            raise ConcurrentWriteError(
+                f"Appending to session {session_id!r} lost the race for its history head "
+                f"{_MAX_ATTEMPTS} times; nothing was stored. Retrying is safe."
+            )
+
+        async def _write(seq: int, payload: bytes) -> None:
+            key = _message_key(seq)
+            tags = _message_tags(seq)
+            item = await scope.encode(key, payload, tags=tags)
+            await store.set_item(key, item, tags=tags)
+
+        await bounded(
+            (_write(nxt + i, payloads[start + i]) for i in range(len(new))),
+            limit=_READ_CONCURRENCY,
+        )
+        if keep_from > first:
+            await bounded(
+                (self._evict(scope, s) for s in range(first, min(keep_from, nxt))),
+                limit=_READ_CONCURRENCY,
+            )
+        await scope.touch()
+
+    async def _evict(self, scope: Scope, seq: int) -> None:
+        key = _message_key(seq)
+        item = await scope.store.get_item(key)
+        if item is None:
+            return
+        await scope.store.delete_item(key)
+        digest = spilled_digest(item.value)
+        spill = scope.spill
+        if digest is not None and spill is not None:
+            namespace = await scope.namespace(create=False)
+            if namespace is not None:
+                await spill.delete(namespace, [digest])
+
+    # -- beyond the contract ------------------------------------------------------------------
+    async def delete_session(self, session_id: str | None) -> int:
+        """Delete the session's history (this user's only); how many messages it held.
+
+        Example:
+            >>> import asyncio
+            >>> from agent_framework import Message
+            >>> async def demo() -> list[int]:
+            ...     async with FoundryHistoryProvider() as history:
+            ...         await history.delete_session("doc-del")
+            ...         await history.save_messages("doc-del", [Message("user", ["x"])])
+            ...         return [await history.delete_session("doc-del"),
+            ...                 len(await history.get_messages("doc-del"))]
+            >>> asyncio.run(demo())
+            [1, 0]
+        """
+        session_id = self._checked(session_id)
+        call = self._core.capture()
+
+        async def _delete() -> int:
+            scope = await self._core.scope(session_id, create=False)
+            if scope is None:
+                await self._core.unregister(session_id)
+                return 0
+            head = await scope.store.get_item(_HEAD_KEY)
+            count = 0
+            if head is not None:
+                first, nxt = self._bounds(head.value)
+                count = nxt - first
+            await scope.purge()
+            return count
+
+        return await self._run(_delete(), call=call, shield=True)
