@@ -15,6 +15,9 @@ Inside Foundry hosting (agent-framework-foundry-hosting), pass
 ``checkpoint_store_provider=FoundryCheckpointStorageProvider()``; that class is imported only
 when first used, so this package works without the hosting package installed.
 
+Agent sessions (``Agent.run(session=...)``): ``FoundrySessionStore``, a ``SessionStore``
+(imported when first used, since MAF marks ``SessionStore`` experimental).
+
 Agents (not workflows) keep their conversation with ``FoundryHistoryProvider``, a MAF
 ``HistoryProvider`` (``context_providers=[FoundryHistoryProvider()]``).
 
@@ -35,6 +38,7 @@ from ._storage import FoundryCheckpointStorage, StoredCheckpoint
 
 if TYPE_CHECKING:
     from ._hosting import FoundryCheckpointStorageProvider
+    from ._sessions import FoundrySessionStore
 
 __all__ = [
     "CheckpointDecodeError",
@@ -43,6 +47,7 @@ __all__ = [
     "FoundryCheckpointStorage",
     "FoundryCheckpointStorageProvider",
     "FoundryHistoryProvider",
+    "FoundrySessionStore",
     "StoredCheckpoint",
 ]
 
@@ -52,6 +57,10 @@ def __dir__() -> list[str]:
 
 
 def __getattr__(name: str) -> Any:
+    if name == "FoundrySessionStore":  # MAF's SessionStore warns (experimental) when subclassed
+        from ._sessions import FoundrySessionStore
+
+        return FoundrySessionStore
     if name == "FoundryCheckpointStorageProvider":
         try:
             from ._hosting import FoundryCheckpointStorageProvider
