@@ -209,7 +209,7 @@ class FoundrySessionStore(CoreOwner, SessionStore):
         **client_kwargs: Any,
     ) -> None:
         core = new_core(locals(), scope_word="session store")
-        self._setup(core, owns_core=True, request_context=None)
+        self._setup(core, owns_core=True, request_context=None, etags=OrderedDict())
 
     def _setup(
         self,
@@ -217,12 +217,14 @@ class FoundrySessionStore(CoreOwner, SessionStore):
         *,
         owns_core: bool,
         request_context: FoundryAgentRequestContext | None,
+        etags: OrderedDict[tuple[str, str | None, str], str | None],
     ) -> None:
         self._core = core
         self._owns_core = owns_core
         self._request_context = request_context
-        # (caller, call id, session id) -> the ETag seen last, or None: seen absent
-        self._etags: OrderedDict[tuple[str, str | None, str], str | None] = OrderedDict()
+        # (caller, call id, session id) -> the ETag seen last, or None: seen absent; shared
+        # with the stores for_request() makes (a request is told apart by its call id)
+        self._etags = etags
 
     def for_request(self, platform_context: FoundryAgentRequestContext) -> FoundrySessionStore:
         """A store acting for the request ``platform_context`` (Foundry hosting hands one to a
@@ -239,7 +241,9 @@ class FoundrySessionStore(CoreOwner, SessionStore):
             True
         """
         store = type(self).__new__(type(self))
-        store._setup(self._core, owns_core=False, request_context=platform_context)
+        store._setup(
+            self._core, owns_core=False, request_context=platform_context, etags=self._etags
+        )
         return store
 
     def __repr__(self) -> str:
