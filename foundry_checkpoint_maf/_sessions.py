@@ -17,7 +17,9 @@ refresh of the store's metadata at most every quarter TTL), ``delete`` 1 (``dele
 chunk items) to ``get`` and ``set``.
 
 Concurrency: ``set`` is a compare-and-set against the ETag this object saw in the last
-``get``/``set`` of that session for the same caller and request (call id). A writer that lost
+``get``/``set`` of that session for the same caller and request (call id; outside any request,
+the object's own: tasks that share one object outside requests should each use their own
+object, or a :meth:`FoundrySessionStore.for_request` context with its own call id). A writer that lost
 the race raises :class:`~foundry_checkpoint.errors.ConcurrentWriteError` (also a
 ``RuntimeError`` whose message is the one Foundry hosting reports to its client: "Another
 request advanced this agent session; reload before writing."); nothing of it is stored (a blob
@@ -157,7 +159,8 @@ class FoundrySessionStore(CoreOwner, SessionStore):
     configuration it uses the embedded local store under ``AGENTSERVER_STATE_ROOT``; inside a
     Foundry-hosted agent (``FOUNDRY_HOSTING_ENVIRONMENT`` set) the hosted service. Each call
     runs as the end user of the request it is made in (per-request identity), so users with
-    identical session ids never see each other's sessions.
+    identical session ids never see each other's sessions. MAF marks ``SessionStore``
+    experimental (agent-framework-core 1.23 warns once when this class is first imported).
 
     Args:
         store_prefix: First segment of every store name (default ``"maf-sessions"``).
