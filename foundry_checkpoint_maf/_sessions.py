@@ -19,8 +19,8 @@ chunk items) to ``get`` and ``set``.
 Concurrency: ``set`` is a compare-and-set against the ETag this object saw in the last
 ``get``/``set`` of that session for the same caller and request (call id; outside any request,
 the object's own: tasks that share one object outside requests should each use their own
-object, or a :meth:`FoundrySessionStore.for_request` context with its own call id). A writer that lost
-the race raises :class:`~foundry_checkpoint.errors.ConcurrentWriteError` (also a
+object, or a :meth:`FoundrySessionStore.for_request` context with its own call id). A writer
+that lost the race raises :class:`~foundry_checkpoint.errors.ConcurrentWriteError` (also a
 ``RuntimeError`` whose message is the one Foundry hosting reports to its client: "Another
 request advanced this agent session; reload before writing."); nothing of it is stored (a blob
 it spilled first is left to :meth:`FoundrySessionStore.gc`). A ``set`` with no earlier
