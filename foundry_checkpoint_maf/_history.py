@@ -375,8 +375,9 @@ class FoundryHistoryProvider(CoreOwner, HistoryProvider):
             item = await scope.encode(key, payload, tags=tags)
             await store.set_item(key, item, tags=tags)
 
+        # messages already outside the window (a turn longer than max_messages) are not written
         await bounded(
-            (_write(nxt + i, payloads[start + i]) for i in range(len(new))),
+            (_write(nxt + i, payloads[start + i]) for i in range(len(new)) if nxt + i >= keep_from),
             limit=_READ_CONCURRENCY,
         )
         if keep_from > first:
@@ -403,6 +404,9 @@ class FoundryHistoryProvider(CoreOwner, HistoryProvider):
     async def delete_session(self, session_id: str | None) -> int:
         """Delete the session's history (this user's only); how many messages it held.
 
+        Every item of the session's store in this user's partition goes, with the spilled
+        blobs, even when the head is damaged (then 0 is returned).
+
         Example:
             >>> import asyncio
             >>> from agent_framework import Message
@@ -426,8 +430,12 @@ class FoundryHistoryProvider(CoreOwner, HistoryProvider):
             head = await scope.store.get_item(_HEAD_KEY)
             count = 0
             if head is not None:
-                first, nxt = self._bounds(head.value)
-                count = nxt - first
+                try:
+                    first, nxt = self._bounds(head.value)
+                except CorruptPayloadError:  # a damaged head: the session goes all the same
+                    pass
+                else:
+                    count = nxt - first
             await scope.purge()
             return count
 

@@ -143,9 +143,13 @@ async def test_two_cores_appending_concurrently_lose_nothing(make_history: MakeH
 
 
 @pytest.mark.multiprocess
-async def test_two_processes_appending_lose_nothing(store_env: Any) -> None:
-    if store_env.mode != "local":
-        pytest.skip("the processes share the embedded store (hosted: the asyncio test above)")
+async def test_two_processes_appending_lose_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # local mode: the processes share the embedded store (hosted: the asyncio test above)
+    monkeypatch.setenv("AGENTSERVER_STATE_ROOT", str(tmp_path / "state"))
+    monkeypatch.setenv("AZURE_AI_AGENTSERVER_DISABLE_EXPERIMENTAL_WARNING", "true")
+    monkeypatch.delenv("FOUNDRY_HOSTING_ENVIRONMENT", raising=False)
     env = {
         **os.environ,
         "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
@@ -255,6 +259,10 @@ async def test_max_messages_keeps_the_last_n(make_history: MakeHistory) -> None:
     assert await history.delete_session("window") == 5
     assert await history.get_messages("window") == []
     assert await history.delete_session("window") == 0
+    # a turn longer than the window: only its last messages are written
+    await history.save_messages("window", _numbered(0, 8, prefix="long"))
+    assert _texts(await history.get_messages("window")) == [f"long-{i}" for i in range(3, 8)]
+    assert len(await core.arun(scope.keys({"kind": "maf.message"}))) == 5
 
 
 async def test_typed_errors(make_history: MakeHistory) -> None:
@@ -273,6 +281,12 @@ async def test_typed_errors(make_history: MakeHistory) -> None:
     with pytest.raises(CorruptPayloadError, match="delete_session"):
         await history.get_messages("broken")
     assert await history.delete_session("broken") == 1
+    await history.save_messages("broken", [Message("user", ["again"], message_id="g")])
+    await core.arun(scope.store.set_item("head", {"first": 5, "next": 1}))
+    with pytest.raises(CorruptPayloadError, match="head"):
+        await history.get_messages("broken")
+    assert await history.delete_session("broken") == 0  # a damaged head: deleted all the same
+    assert await history.get_messages("broken") == []
 
 
 async def test_lifecycle_close_reopen_and_with(store_env: Any) -> None:
