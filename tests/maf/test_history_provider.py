@@ -302,7 +302,7 @@ async def test_lifecycle_close_reopen_and_with(store_env: Any) -> None:
 
 
 # -- an agent ------------------------------------------------------------------------------------
-class EchoClient(BaseChatClient):  # type: ignore[type-arg]
+class EchoClient(BaseChatClient):
     """A chat client that answers with how many messages it was sent, and records them."""
 
     def __init__(self) -> None:

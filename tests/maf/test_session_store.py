@@ -6,7 +6,7 @@ import asyncio
 import base64
 import os
 import warnings
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -180,14 +180,15 @@ async def test_one_store_call_per_get_set_delete(store_env: Any, make_store: Mak
     await store.set("counted", session)  # the store exists and was touched
     counting = await _counting(store)
     costs = []
-    for step in (
+    steps: tuple[Callable[[], Awaitable[object]], ...] = (
         lambda: store.get("counted"),
         lambda: store.set("counted", session),
         lambda: store.get("counted"),
         lambda: store.delete("counted"),
         lambda: store.get("counted"),
         lambda: store.set("counted", session),
-    ):
+    )
+    for step in steps:
         counting.calls.clear()
         if store_env.emulator is not None:
             store_env.emulator.reset_counts()
@@ -337,14 +338,14 @@ async def test_damaged_session_is_a_typed_error(make_store: MakeStore) -> None:
 
 
 # -- an agent --------------------------------------------------------------------------------
-class _EchoClient(BaseChatClient):  # type: ignore[type-arg]
+class _EchoClient(BaseChatClient):
     """Answers with how many messages it was sent and the last user text."""
 
     def __init__(self) -> None:
         super().__init__()
         self.seen: list[int] = []
 
-    async def _inner_get_response(  # type: ignore[override]
+    async def _inner_get_response(
         self, *, messages: Sequence[Message], stream: bool, options: Any, **kwargs: Any
     ) -> ChatResponse:
         self.seen.append(len(messages))
