@@ -21,6 +21,7 @@ from typing import Any
 
 import pytest
 
+from foundry_checkpoint._store import _embedded
 from tests._azurite_fixtures import azurite  # noqa: F401  (session fixture)
 from tests._emulator_fixtures import emulator, trusted_caller  # noqa: F401  (fixtures)
 
@@ -102,6 +103,27 @@ class StoreEnv:
         if self.mode == "hosted":
             return str(self.emulator.mint_call(user))
         return f"call-{uuid.uuid4().hex}"
+
+
+@pytest.fixture(autouse=True)
+def _close_the_tests_engines(request: pytest.FixtureRequest) -> Iterator[None]:
+    """Close the embedded engines a test opened under its own ``tmp_path``, once it is done.
+
+    The embedded store keeps one engine per database file for the life of the process (the
+    adapters of a process share it), and every test has a state root of its own: without this,
+    each test's engine (three open files) would stay open until the run ends, and the run would
+    pass the 1,024 file descriptors ``select()`` handles. Autouse fixtures are torn down last,
+    after the test's own adapters closed.
+    """
+    if "tmp_path" not in request.fixturenames:
+        yield
+        return
+    root = Path(request.getfixturevalue("tmp_path")).resolve()
+    yield
+    with _embedded._ENGINES_GUARD:
+        engines = [e for (_, path), e in _embedded._ENGINES.items() if path.is_relative_to(root)]
+    for engine in engines:
+        engine.close()
 
 
 @pytest.fixture(params=["local", "hosted"])
