@@ -71,6 +71,7 @@ def test_every_adapter_builds_its_core_one_way() -> None:
     adapter spells out ``CheckpointCore(StoreOptions(...))`` itself."""
     adapters = [
         ROOT / "foundry_checkpoint" / "_langgraph",
+        ROOT / "foundry_checkpoint" / "_memory",
         ROOT / "foundry_checkpoint_maf",
         ROOT / "foundry_checkpoint_autogen",
     ]
@@ -86,4 +87,5 @@ def test_every_adapter_builds_its_core_one_way() -> None:
                 if "new_core(" in code:
                     built.append("new_core")
     assert [b for b in built if b != "new_core"] == []
-    assert built.count("new_core") == 4  # the saver, MAF's storage and provider, AutoGen's store
+    # the saver and the memory store; MAF's storage, provider, history and sessions; AutoGen's
+    assert built.count("new_core") == 7
