@@ -421,6 +421,20 @@ class Scope:
         """Every key of this scope matching ``tags`` (all pages)."""
         return await all_keys(self.store, tags)
 
+    async def delete(self, key: str) -> bool:
+        """Delete item ``key`` and the blob its value spilled to, if any; False when absent."""
+        item = await self.store.get_item(key)
+        if item is None:
+            return False
+        await self.store.delete_item(key)
+        digest = _codec.spilled_digest(item.value)
+        spill = self.spill
+        if digest is not None and spill is not None:
+            namespace = await self.namespace(create=False)
+            if namespace is not None:
+                await spill.delete(namespace, [digest])
+        return True
+
     async def purge(self) -> None:
         """Delete every item this user has in the scope, its spilled blobs, and its index entry."""
         ns = await self.namespace(create=False)

@@ -65,7 +65,6 @@ from foundry_checkpoint.adapter import (
     check_identifier,
     item_key,
     new_core,
-    spilled_digest,
 )
 from foundry_checkpoint.errors import (
     ConcurrentWriteError,
@@ -388,17 +387,7 @@ class FoundryHistoryProvider(CoreOwner, HistoryProvider):
         await scope.touch()
 
     async def _evict(self, scope: Scope, seq: int) -> None:
-        key = _message_key(seq)
-        item = await scope.store.get_item(key)
-        if item is None:
-            return
-        await scope.store.delete_item(key)
-        digest = spilled_digest(item.value)
-        spill = scope.spill
-        if digest is not None and spill is not None:
-            namespace = await scope.namespace(create=False)
-            if namespace is not None:
-                await spill.delete(namespace, [digest])
+        await scope.delete(_message_key(seq))
 
     # -- beyond the contract ------------------------------------------------------------------
     async def delete_session(self, session_id: str | None) -> int:

@@ -204,18 +204,7 @@ class ContextItems:
         scope = await self._existing()
         if scope is None:
             return False
-        key = checkpoint_key(checkpoint_id)
-        item = await scope.store.get_item(key)
-        if item is None:
-            return False
-        await scope.store.delete_item(key)
-        digest = spilled_digest(item.value)
-        spill = scope.spill
-        if digest is not None and spill is not None:
-            namespace = await scope.namespace(create=False)
-            if namespace is not None:
-                await spill.delete(namespace, [digest])
-        return True
+        return await scope.delete(checkpoint_key(checkpoint_id))
 
 
 async def referenced(scope: Scope) -> set[str]:
