@@ -6,7 +6,8 @@ Every request goes through the same steps, in this order:
    (the nine calls the SDK makes, and the public spec's list of stores);
 2. count it in :attr:`StorageApp.requests`;
 3. apply an injected fault, if one is armed (before anything else, so a faulted request has no
-   effect on state);
+   effect on state; a rule narrowed to one user or store resolves the caller and the store
+   name first, only while such a rule is armed);
 4. resolve the caller with :func:`~foundry_checkpoint.emulator._identity.resolve_caller`, the
    one identity rule (bearer token required; then the bound user of ``x-agent-foundry-call-id``,
    else the delegated ``x-ms-user-id`` when the token's caller is trusted, else the token's
@@ -381,7 +382,11 @@ class StorageApp:
             )
         with self._lock:
             self._requests[call] += 1
-        fault = self._faults.take(call)
+        if self._faults.scoped:
+            user_hint, store_hint = self._fault_scope(request, match)
+            fault = self._faults.take(call, user=user_hint, store=store_hint)
+        else:
+            fault = self._faults.take(call)
         if fault is not None:
             with self._lock:
                 self._faults_served[call] += 1
@@ -401,6 +406,24 @@ class StorageApp:
             return _error_response(
                 500, "internal_error", "The emulator failed to serve the request."
             )
+
+    def _fault_scope(
+        self, request: web.Request, match: re.Match[str]
+    ) -> tuple[str | None, str | None]:
+        """The user and store name a user- or store-scoped fault rule is matched against.
+
+        None for what cannot be resolved (the request is refused later, unfaulted).
+        """
+        try:
+            user: str | None = resolve_caller(request.headers, self._calls)
+        except CallerRejected:
+            user = None
+        raw_store = match.group("store")
+        try:
+            store = _decode_segment(raw_store, "name") if raw_store is not None else None
+        except _HttpError:
+            store = None
+        return user, store
 
     @staticmethod
     def _call_type(method: str, match: re.Match[str]) -> str | None:

@@ -497,6 +497,8 @@ class FoundryEmulator:
         delay: float = 0.0,
         times: int | None = 1,
         probability: float = 1.0,
+        user: str | None = None,
+        store: str | None = None,
     ) -> Fault:
         """Arm a fault for the next ``times`` requests of call type ``route`` (``"*"``: any).
 
@@ -514,6 +516,9 @@ class FoundryEmulator:
             delay: Seconds to wait before the fault is served.
             times: How many requests the fault applies to; None for every one.
             probability: The chance that a matching request is faulted (seeded draws).
+            user: Only requests that resolve to this user (their call id's, else their
+                token's); None for any. Arm it before a catch-all rule: the first match wins.
+            store: Only requests on the store of this name; None for any.
 
         Returns:
             The armed :class:`~foundry_checkpoint.emulator.Fault`.
@@ -536,6 +541,8 @@ class FoundryEmulator:
                 delay=delay,
                 times=times,
                 probability=probability,
+                user=user,
+                store=store,
             )
         )
 

@@ -145,3 +145,101 @@ def test_retry_after_header_spelling() -> None:
     assert Fault(retry_after=0.25).retry_after_header() == "0.25"
     assert Fault().retry_after_header() is None
     assert len(CALL_TYPES) == 10 and "list_stores" in CALL_TYPES
+
+
+def test_a_user_or_store_rule_matches_only_its_requests() -> None:
+    plan = FaultPlan()
+    held = plan.add(Fault(status=None, delay=2.0, times=None, user="u-7"))
+    one_store = plan.add(Fault("put_item", status=503, times=None, store="threads/t-1"))
+    everyone = plan.add(Fault(status=None, delay=0.02, times=None))
+    assert plan.scoped
+    assert plan.take("get_item", user="u-7", store="threads/t-9") is held
+    assert plan.take("put_item", user="u-8", store="threads/t-1") is one_store
+    assert plan.take("get_item", user="u-8", store="threads/t-1") is everyone
+    assert plan.take("get_item") is everyone  # an unresolved caller matches no user rule
+    plan.clear()
+    assert not plan.scoped
+
+
+def test_scoped_rules_that_run_out_leave_the_plan_unscoped() -> None:
+    plan = FaultPlan()
+    plan.add(Fault("get_item", status=500, times=1, user="ann"))
+    assert plan.scoped and plan.take("get_item", user="ann") is not None
+    assert not plan.scoped and plan.take("get_item", user="ann") is None
+
+
+@pytest.mark.parametrize("kwargs", [{"user": ""}, {"store": ""}])
+def test_empty_user_or_store_is_refused(kwargs: dict[str, Any]) -> None:
+    with pytest.raises(ValueError, match="non-empty"):
+        Fault(**kwargs)
+
+
+async def test_a_stalled_user_does_not_hold_the_others(
+    emu: FoundryEmulator, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import asyncio
+
+    from azure.ai.agentserver.core import (
+        FoundryAgentRequestContext,
+        reset_request_context,
+        set_request_context,
+    )
+
+    hosted_env(monkeypatch)
+    name = f"faults/{uuid.uuid4().hex}"
+    # One client for the container (alice's token); bob's requests carry his call id.
+    client = await FoundryStateStore.get_or_create(name, user_isolation=True, **client_kwargs(emu))
+    call = emu.mint_call("bob")
+    try:
+        emu.reset_counts()
+        emu.inject("*", status=None, delay=1.0, times=None, user="bob")
+        emu.inject("*", status=None, delay=0.01, times=None)
+
+        async def as_bob() -> None:
+            token = set_request_context(FoundryAgentRequestContext(call_id=call))
+            try:
+                await client.set_item("k", {"who": "bob"})
+            finally:
+                reset_request_context(token)
+
+        bob = asyncio.create_task(as_bob())
+        await client.set_item("k", {"who": "alice"})
+        assert not bob.done()  # alice's write was served while bob's is held
+        await bob
+        assert emu.faults_served["put_item"] == 2
+        item = await client.get_item("k")
+        assert item is not None and item.value == {"who": "alice"}  # partitions stay apart
+        token = set_request_context(FoundryAgentRequestContext(call_id=call))
+        try:
+            started = asyncio.get_running_loop().time()
+            item = await client.get_item("k")
+            assert asyncio.get_running_loop().time() - started >= 1.0
+        finally:
+            reset_request_context(token)
+        assert item is not None and item.value == {"who": "bob"}
+    finally:
+        emu.clear_faults()
+        await client.aclose()
+
+
+async def test_a_store_rule_faults_only_that_store(
+    emu: FoundryEmulator, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    hosted_env(monkeypatch)
+    names = [f"faults/{uuid.uuid4().hex}" for _ in range(2)]
+    clients = [
+        await FoundryStateStore.get_or_create(n, user_isolation=True, **client_kwargs(emu))
+        for n in names
+    ]
+    try:
+        emu.reset_counts()
+        emu.inject("put_item", status=500, times=None, store=names[0])
+        with pytest.raises(FoundryStorageApiError):
+            await clients[0].set_item("k", {"v": 1})
+        await clients[1].set_item("k", {"v": 1})
+        assert emu.faults_served["put_item"] == 4  # the first attempt and three retries
+        assert emu.requests["put_item"] == 5
+    finally:
+        emu.clear_faults()
+        for client in clients:
+            await client.aclose()
