@@ -19,7 +19,10 @@ Agent sessions (``Agent.run(session=...)``): ``FoundrySessionStore``, a ``Sessio
 (imported when first used, since MAF marks ``SessionStore`` experimental).
 
 Agents (not workflows) keep their conversation with ``FoundryHistoryProvider``, a MAF
-``HistoryProvider`` (``context_providers=[FoundryHistoryProvider()]``).
+``HistoryProvider`` (``context_providers=[FoundryHistoryProvider()]``). Hosted on
+``ResponsesHostServer``, such an agent takes ``history_source="agent"`` and
+``agent_session_store_provider=FoundrySessionStoreProvider()`` (imported when first used, as
+``FoundryCheckpointStorageProvider``).
 
 Errors of decoding (all ``WorkflowCheckpointException``): ``CheckpointTypeBlockedError`` (a
 class that is not allowed: "deserialization blocked"), ``CheckpointTamperedError`` (a stored
@@ -37,7 +40,7 @@ from ._payload import CheckpointDecodeError, CheckpointTamperedError, Checkpoint
 from ._storage import FoundryCheckpointStorage, StoredCheckpoint
 
 if TYPE_CHECKING:
-    from ._hosting import FoundryCheckpointStorageProvider
+    from ._hosting import FoundryCheckpointStorageProvider, FoundrySessionStoreProvider
     from ._sessions import FoundrySessionStore
 
 __all__ = [
@@ -48,6 +51,7 @@ __all__ = [
     "FoundryCheckpointStorageProvider",
     "FoundryHistoryProvider",
     "FoundrySessionStore",
+    "FoundrySessionStoreProvider",
     "StoredCheckpoint",
 ]
 
@@ -61,15 +65,16 @@ def __getattr__(name: str) -> Any:
         from ._sessions import FoundrySessionStore
 
         return FoundrySessionStore
-    if name == "FoundryCheckpointStorageProvider":
+    if name in ("FoundryCheckpointStorageProvider", "FoundrySessionStoreProvider"):
         try:
-            from ._hosting import FoundryCheckpointStorageProvider
+            from . import _hosting
         except ModuleNotFoundError as exc:
             if exc.name and exc.name.split(".")[0] == "agent_framework_foundry_hosting":
                 raise ImportError(
-                    "FoundryCheckpointStorageProvider needs agent-framework-foundry-hosting: "
+                    f"{name} needs agent-framework-foundry-hosting: "
                     "pip install agent-framework-foundry-hosting"
                 ) from exc
             raise
-        return FoundryCheckpointStorageProvider
+        provider: type = getattr(_hosting, name)
+        return provider
     raise AttributeError(f"module 'foundry_checkpoint_maf' has no attribute {name!r}")

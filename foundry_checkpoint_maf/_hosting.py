@@ -1,4 +1,6 @@
-"""``FoundryCheckpointStorageProvider``: plug the storage into agent-framework-foundry-hosting.
+"""Providers that plug this package into agent-framework-foundry-hosting's hosts.
+
+``FoundryCheckpointStorageProvider`` (workflows) and ``FoundrySessionStoreProvider`` (agents).
 
 Foundry hosting takes workflow checkpoint storage through ``checkpoint_store_provider=``, a
 ``ContextScopedStoreProvider`` whose ``get_store(config=, context_id=, platform_context=)``
@@ -12,23 +14,47 @@ from that context, the same way every adapter captures it from the caller's own
 everything cached is the caller's, even when the workflow runs the storage in a task that
 carries no request context of its own.
 
+Agents (not workflows) take their session store through ``agent_session_store_provider=``, a
+``StoreProvider[SessionStore]`` whose ``get_store(config=, platform_context=)`` the host calls
+once per request. :class:`FoundrySessionStoreProvider` answers with a view of one
+:class:`~foundry_checkpoint_maf.FoundrySessionStore` bound to that request's platform context
+(``FoundrySessionStore.for_request``): one core for every request and user, the request's
+identity captured by the core on every call, and one ETag memory shared by the views, so the
+host's read, claim and commit of a conversation within one request are compare-and-sets.
+
+What the host keeps in the session, read from its code (``_responses.py``, 1.0.0b261022): with
+its default ``history_source="agent_server"`` the model's prior messages come from the
+Responses transcript in the response store, the session holds no messages, and a history
+provider that loads messages is refused at construction. With ``history_source="agent"`` the
+host sends only the request's input and the agent's own history provider supplies the rest; the
+session store then holds what the agent keeps in ``AgentSession`` (for MAF's
+``InMemoryHistoryProvider``, every message, rewritten whole each turn). With
+:class:`~foundry_checkpoint_maf.FoundryHistoryProvider` on the agent the messages live in its
+own stores (an append per turn, spilling when large) and the session keeps only its id and
+small state, so ours is the durable history. The host saves a stored request's session under
+its response id and, with a ``conversation``, under the conversation id (a claim before the
+run and a commit after it); a ``store=false`` request with a history provider that stores
+messages is refused by the host.
+
 Importing this module imports ``agent_framework_foundry_hosting``; the package's
-``__init__`` imports it only when ``FoundryCheckpointStorageProvider`` is first used.
+``__init__`` imports it only when one of these providers is first used.
 """
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
-from agent_framework import CheckpointStorage
-from agent_framework_foundry_hosting import ContextScopedStoreProvider
+from agent_framework import CheckpointStorage, SessionStore
+from agent_framework_foundry_hosting import ContextScopedStoreProvider, StoreProvider
 from azure.ai.agentserver.core import AgentConfig, FoundryAgentRequestContext
 
 from foundry_checkpoint.adapter import DEFAULT_ITEM_TTL_SECONDS, CoreOwner, LocalBackend, new_core
 from foundry_checkpoint.errors import InvalidArgumentError
 
 from ._payload import check_value, type_keys
+from ._sessions import FoundrySessionStore
 from ._storage import FoundryCheckpointStorage
 
 if TYPE_CHECKING:
@@ -36,7 +62,7 @@ if TYPE_CHECKING:
 
     from foundry_checkpoint.spill import SpillStore
 
-__all__ = ["FoundryCheckpointStorageProvider"]
+__all__ = ["FoundryCheckpointStorageProvider", "FoundrySessionStoreProvider"]
 
 
 class FoundryCheckpointStorageProvider(CoreOwner, ContextScopedStoreProvider[CheckpointStorage]):
@@ -97,3 +123,69 @@ class FoundryCheckpointStorageProvider(CoreOwner, ContextScopedStoreProvider[Che
 
     def __repr__(self) -> str:
         return f"FoundryCheckpointStorageProvider({self._core.describe()})"
+
+
+class FoundrySessionStoreProvider(CoreOwner, StoreProvider[SessionStore]):
+    """Foundry hosting's ``agent_session_store_provider`` backed by :class:`FoundrySessionStore`.
+
+    For a plain agent on ``ResponsesHostServer`` (or ``InvocationsHostServer``): the host asks
+    it for the session store of every request, and gets a view of one store bound to that
+    request's platform context, so each call runs as the request's end user (users with the
+    same conversation id have separate sessions). Pair it with
+    :class:`~foundry_checkpoint_maf.FoundryHistoryProvider` on the agent and
+    ``history_source="agent"`` on the host (the module docstring says why). Takes the options
+    of :class:`FoundrySessionStore`; close the provider when the host shuts down (the views it
+    hands out share its core and need no closing).
+
+    Unlike the host's default ``AgentSessionStoreProvider``, which names a store per end user
+    and platform session (``FOUNDRY_AGENT_SESSION_ID``), the sessions of a user are keyed by
+    the host's session ids (response and conversation ids) alone, in that user's partition:
+    a conversation goes on under a new platform session too.
+
+    Example:
+        >>> import asyncio
+        >>> from agent_framework import AgentSession
+        >>> from azure.ai.agentserver.core import AgentConfig, FoundryAgentRequestContext
+        >>> async def demo() -> list[object]:
+        ...     async with FoundrySessionStoreProvider(store_prefix="docs-hosted") as provider:
+        ...         config = AgentConfig.from_env()
+        ...         def request(user: str) -> SessionStore:
+        ...             context = FoundryAgentRequestContext(call_id=f"{user}-1", user_id=user)
+        ...             return provider.get_store(config=config, platform_context=context)
+        ...         await request("ann").set("conv-1", AgentSession(session_id="ann's"))
+        ...         mine = await request("ann").get("conv-1")
+        ...         return [mine.session_id if mine else None, await request("bo").get("conv-1")]
+        >>> asyncio.run(demo())
+        ["ann's", None]
+    """
+
+    def __init__(
+        self,
+        *,
+        store_prefix: str = "maf-sessions",
+        credential: AsyncTokenCredential | None = None,
+        endpoint: str | None = None,
+        user_id: str | None = None,
+        trusted_delegation: bool = False,
+        item_ttl_seconds: int = DEFAULT_ITEM_TTL_SECONDS,
+        spill: SpillStore | None = None,
+        local_backend: LocalBackend = "sqlite",
+        **client_kwargs: Any,
+    ) -> None:
+        self._core = new_core(locals(), scope_word="session store")
+        self._etags: OrderedDict[tuple[str, str | None, str], str | None] = OrderedDict()
+
+    def get_store(
+        self, *, config: AgentConfig, platform_context: FoundryAgentRequestContext
+    ) -> FoundrySessionStore:
+        """The session store of the request ``platform_context`` (a view on this provider's
+        core; nothing is sent until it is used)."""
+        del config  # the platform context carries the identity; the core knows the mode
+        store = FoundrySessionStore.__new__(FoundrySessionStore)
+        store._setup(
+            self._core, owns_core=False, request_context=platform_context, etags=self._etags
+        )
+        return store
+
+    def __repr__(self) -> str:
+        return f"FoundrySessionStoreProvider({self._core.describe()})"
