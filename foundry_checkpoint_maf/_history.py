@@ -23,8 +23,9 @@ Costs (store calls, whatever the length of the conversation):
 
 **Concurrent appends.** The head is advanced by compare-and-set on its etag (``if_match``; a
 first append creates it, and a create that meets an existing head is a lost race too). A writer
-that loses re-reads the head and tries again (up to 20 times, then
-:class:`~foundry_checkpoint.errors.ConcurrentWriteError`, with nothing stored), so every
+that loses re-reads the head and tries again after a random pause that doubles up to 50 ms (up
+to 100 times, then :class:`~foundry_checkpoint.errors.ConcurrentWriteError`, with nothing
+stored: a writer appending back to back can win the head many times in a row), so every
 append reserves its own range of sequence numbers, the ranges never overlap, and all readers see
 one order: the order in which the reservations won. Messages are written after their range is
 reserved: a reader that runs while an append is in flight may miss that append's messages
@@ -88,7 +89,9 @@ _MESSAGE_KIND: Final = "maf.message"
 _SEQ_DIGITS: Final = 12
 _READ_CONCURRENCY: Final = 16
 _PAGE: Final = 100
-_MAX_ATTEMPTS: Final = 20
+_MAX_ATTEMPTS: Final = 100
+_BACKOFF_S: Final = 0.001
+_BACKOFF_CAP_S: Final = 0.05
 
 
 def _message_key(seq: int) -> str:
@@ -309,7 +312,7 @@ class FoundryHistoryProvider(CoreOwner, HistoryProvider):
         """Append the messages that are new to the session (MAF's ``filter_new_messages``).
 
         Raises:
-            ConcurrentWriteError: other writers won the head 20 times in a row (nothing stored).
+            ConcurrentWriteError: other writers won the head 100 times in a row (nothing stored).
             InvalidIdentifierError: ``session_id`` cannot be used.
 
         Example:
@@ -359,7 +362,7 @@ class FoundryHistoryProvider(CoreOwner, HistoryProvider):
                 else:
                     await store.set_item(_HEAD_KEY, value, tags=_HEAD_TAGS, if_match=head.etag)
             except (FoundryStorageConflictError, FoundryStoragePreconditionError):
-                await asyncio.sleep(random.uniform(0, 0.002 * (attempt + 1)))
+                await asyncio.sleep(random.uniform(0, min(_BACKOFF_CAP_S, _BACKOFF_S * 2**attempt)))
                 continue
             break
         else:

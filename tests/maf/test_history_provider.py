@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import itertools
 import json
 import os
 import random
@@ -142,19 +143,33 @@ async def test_two_cores_appending_concurrently_lose_nothing(make_history: MakeH
     _check_one_order(stored[0], sent)
 
 
+#: How long each of the two processes appends (``MAF_HISTORY_RACE_SECONDS`` overrides it).
+RACE_SECONDS = float(os.environ.get("MAF_HISTORY_RACE_SECONDS", "30"))
+
+
+@pytest.mark.slow
 @pytest.mark.multiprocess
 async def test_two_processes_appending_lose_nothing(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    store_env: Any, make_history: MakeHistory
 ) -> None:
-    # local mode: the processes share the embedded store (hosted: the asyncio test above)
-    monkeypatch.setenv("AGENTSERVER_STATE_ROOT", str(tmp_path / "state"))
-    monkeypatch.setenv("AZURE_AI_AGENTSERVER_DISABLE_EXPERIMENTAL_WARNING", "true")
-    monkeypatch.delenv("FOUNDRY_HOSTING_ENVIRONMENT", raising=False)
+    # both modes: local processes share the embedded store, hosted ones the emulator
+    hosted = None
+    if store_env.mode == "hosted":
+        emu = store_env.emulator
+        hosted = json.dumps(
+            {
+                "endpoint": emu.endpoint,
+                "ca_file": emu.ca_file,
+                "store_prefix": store_env.prefix,
+                "user": "alice",
+            }
+        )
     env = {
         **os.environ,
         "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
     }
     code = "from tests.maf._history_worker import main; main()"
+    args = [f"{RACE_SECONDS:g}", *([hosted] if hosted else [])]
     procs = {
         name: await asyncio.create_subprocess_exec(
             sys.executable,
@@ -162,7 +177,7 @@ async def test_two_processes_appending_lose_nothing(
             code,
             name,
             "procs",
-            "3",
+            *args,
             cwd=ROOT,
             env=env,
             stdout=subprocess.PIPE,
@@ -172,15 +187,25 @@ async def test_two_processes_appending_lose_nothing(
     }
     counts = {}
     for name, proc in procs.items():
-        out, err = await asyncio.wait_for(proc.communicate(), timeout=120)
+        out, err = await asyncio.wait_for(proc.communicate(), timeout=RACE_SECONDS + 120)
         assert proc.returncode == 0, err.decode()[-4000:]
         counts[name] = int(out.decode().strip().splitlines()[-1])
     assert min(counts.values()) > 5, counts
     sent = {name: [f"{name}-{i}" for i in range(n)] for name, n in counts.items()}
-    async with FoundryHistoryProvider() as history:
-        stored = _texts(await history.get_messages("procs"))
+    history = make_history()
+    stored = _texts(await history.get_messages("procs"))
     _check_one_order(stored, sent)
-    print(f"\ntwo processes, 3 s: {counts}")
+    # one order with no holes: the head's range is exactly the messages stored
+    core = history._core
+    scope = await core.arun(core.scope("procs"))
+    head = await core.arun(scope.store.get_item("head"))
+    assert head is not None and head.value == {"first": 0, "next": len(stored)}
+    switches = sum(a[0] != b[0] for a, b in itertools.pairwise(stored))
+    assert switches > 0, "the two processes never interleaved"
+    print(
+        f"\ntwo processes, {RACE_SECONDS:g} s, {store_env.mode}: appended {counts}, "
+        f"stored {len(stored)}, writer switches in the order {switches}"
+    )
 
 
 # -- per-request identity ----------------------------------------------------------------------
