@@ -120,7 +120,8 @@ async def plan(
             continue
         result.scopes[thread_id] = scope
         by_rank = None
-        if flat and limit is not None and before_id is None:
+        # A store that ranks by tag answers across namespaces too (the listing cannot).
+        if address is not None and covered and limit is not None and before_id is None:
             by_rank = await ranked(scope, tags, limit)
         if by_rank is not None:
             keys, result.writes_index[thread_id] = by_rank

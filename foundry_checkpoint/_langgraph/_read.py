@@ -134,9 +134,13 @@ async def latest(ctx: Context, scope: Scope, ns: str) -> Latest | None:
 async def ranked(
     scope: Scope, tags: Mapping[str, str], limit: int
 ) -> tuple[list[ItemKey], dict[tuple[str, str], list[str]]] | None:
-    """The ``limit`` newest checkpoint keys matching ``tags`` (``kind`` and one namespace,
-    perhaps tagged metadata) and every writes key of them, by ``(namespace, id)`` tags, from
-    one call of a store that ranks by tag; None when the store cannot answer.
+    """The ``limit`` newest checkpoint keys matching ``tags`` (``kind``, perhaps one namespace
+    and tagged metadata) and every writes key of them, by ``(namespace, id)`` tags, from one
+    call of a store that ranks by tag; None when the store cannot answer.
+
+    Without a namespace tag the ranking spans every namespace of the thread: the greatest
+    ids are the newest checkpoints of any namespace (the order ``list`` returns), and their
+    writes items share their id tags.
 
     The greatest checkpoint id tags are the newest checkpoints (the rule :func:`latest` walks
     the listing for), and every writes item of them carries the same namespace and id tags.
@@ -147,13 +151,15 @@ async def ranked(
     store = scope.store
     if not isinstance(store, RanksByTag) or limit > PAGE or TAG_ID in tags:
         return None
+    among = {k: v for k, v in tags.items() if k != TAG_NS}
     group = await store.greatest(
         TAG_ID,
-        tags={TAG_NS: tags[TAG_NS]},
-        among={k: v for k, v in tags.items() if k != TAG_NS},
+        tags={TAG_NS: tags[TAG_NS]} if TAG_NS in tags else {},
+        among=among,
         count=limit,
     )
-    keys = [k for k in group if key_tags(k).get(TAG_KIND) == KIND_CHECKPOINT]
+    # Across namespaces an id may be shared by a checkpoint that does not match ``among``.
+    keys = [k for k in group if among.items() <= key_tags(k).items()]
     if any(not plain_tag(key_tags(k).get(TAG_ID, "")) for k in keys):
         return None
     writes: dict[tuple[str, str], list[str]] = {}

@@ -48,10 +48,10 @@ async def _write(
 
 
 async def _listed(
-    saver: FoundryCheckpointer, thread_id: str, **kwargs: Any
+    saver: FoundryCheckpointer, thread_id: str, ns: str | None = "", **kwargs: Any
 ) -> list[tuple[str, Any, list[Any]]]:
     out: list[tuple[str, Any, list[Any]]] = []
-    async for t in saver.alist(cfg(thread_id), **kwargs):
+    async for t in saver.alist(cfg(thread_id, ns=ns), **kwargs):
         assert t.pending_writes is not None  # a listed checkpoint carries its writes
         out.append((t.checkpoint["id"], t.metadata["step"], t.pending_writes))
     return out
@@ -107,6 +107,87 @@ async def test_history_page_is_flat_and_exact(
         listed = await _listed(cold, threads[n], limit=3, filter={"source": "loop"})
         assert [cid for cid, _, _ in listed] == expected[:3]
         assert [cid for cid, _, _ in await _listed(cold, threads[n])] == expected
+
+
+async def test_history_page_without_writes_is_flat(
+    store_env: Any, make_saver: Callable[..., FoundryCheckpointer]
+) -> None:
+    """Checkpoints written by ``aput`` alone (no pending writes): the page makes the same
+    store calls at 10 and 1,000 checkpoints, as it does when they carry writes."""
+    saver = make_saver()
+    sizes = (10, 1000)
+    threads = {n: f"bare-{n}-{uuid.uuid4().hex[:6]}" for n in sizes}
+    ids: dict[int, list[str]] = {n: [] for n in sizes}
+    for n in sizes:
+        ids[n] += await _write(saver, threads[n], range(10, n), writes=False)
+    await asyncio.sleep(1.1)  # the ten newest in a second of their own, as a live thread has
+    for n in sizes:
+        for i in range(10):
+            ids[n] += await _write(saver, threads[n], range(n + i, n + i + 1), writes=False)
+    counts: dict[tuple[int, bool], Counter[str]] = {}
+    for warm in (False, True):
+        reader = saver if warm else make_saver()
+        for n in sizes:
+            listed, counts[n, warm] = await _counted(store_env, reader, threads[n], limit=10)
+            assert [cid for cid, _, _ in listed] == sorted(ids[n], reverse=True)[:10]
+            assert all(pending == [] for _, _, pending in listed)
+    # One page of keys (locally: one ranking call) and the ten items; nothing listed to look
+    # for writes that are not there.
+    page = Counter({**_page_calls(store_env), "get_item": 10})
+    assert {key: dict(c) for key, c in counts.items()} == {
+        (n, warm): dict(page) for n in sizes for warm in (False, True)
+    }
+    if store_env.mode == "local":
+        # Without a namespace in the config, the embedded store ranks across namespaces in
+        # the same one call (the service's listing cannot stop early there; see docs).
+        for n in sizes:
+            listed, calls = await _counted(store_env, saver, threads[n], ns=None, limit=10)
+            assert [cid for cid, _, _ in listed] == sorted(ids[n], reverse=True)[:10]
+            assert calls == page
+
+
+async def test_a_page_across_namespaces(
+    store_env: Any, make_saver: Callable[..., FoundryCheckpointer]
+) -> None:
+    """A config without a namespace pages every namespace of the thread by checkpoint id, with
+    each checkpoint's own writes and filters applied, also where two namespaces share an id."""
+    saver = make_saver()
+    thread_id = f"spaces-{uuid.uuid4().hex[:6]}"
+    expected: list[tuple[str, str, str]] = []  # (id, ns, source)
+    for i in range(30):
+        ns = "" if i % 3 else f"inner:{i % 2}"
+        cp = _checkpoint(i)
+        source = "loop" if i % 4 else "input"
+        config = await saver.aput(cfg(thread_id, ns=ns), cp, {"source": source, "step": i}, {})
+        if i % 2:
+            await saver.aput_writes(config, [("n", i)], f"task-{i}")
+        expected.append((cp["id"], ns, source))
+    # A subgraph checkpoint with the id of the newest one, from another source.
+    shared = _checkpoint(29)
+    shared["id"] = expected[-1][0]
+    await saver.aput(cfg(thread_id, ns="other:1"), shared, {"source": "fork", "step": 99}, {})
+    expected.append((shared["id"], "other:1", "fork"))
+    order = sorted(expected, key=lambda e: e[0], reverse=True)
+    for reader in (saver, make_saver()):
+        full = [
+            (t.checkpoint["id"], t.config["configurable"]["checkpoint_ns"], t.pending_writes)
+            async for t in reader.alist(cfg(thread_id, ns=None))
+        ]
+        assert sorted((cid, ns) for cid, ns, _ in full) == sorted((e[0], e[1]) for e in order)
+        assert [cid for cid, _, _ in full] == [e[0] for e in order]
+        page = [
+            (t.checkpoint["id"], t.config["configurable"]["checkpoint_ns"], t.pending_writes)
+            async for t in reader.alist(cfg(thread_id, ns=None), limit=10)
+        ]
+        assert [cid for cid, _, _ in page] == [e[0] for e in order[:10]]
+        assert {(cid, ns) for cid, ns, _ in page} <= {(cid, ns) for cid, ns, _ in full[:11]}
+        for cid, ns, pending in page:
+            step = next(i for i, e in enumerate(expected) if e[0] == cid and e[1] == ns)
+            want = [(f"task-{step}", "n", step)] if step % 2 and step < 30 else []
+            assert pending == want
+        for source in ("loop", "input", "fork"):
+            listed = await _listed(reader, thread_id, ns=None, limit=4, filter={"source": source})
+            assert [cid for cid, _, _ in listed] == [e[0] for e in order if e[2] == source][:4]
 
 
 async def test_history_page_finds_writes_put_before_their_checkpoint(
