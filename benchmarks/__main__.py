@@ -58,6 +58,25 @@ SECTIONS: dict[str, tuple[str, str, tuple[str, ...]]] = {
         "semantic",
         ("memory", "sqlite", "postgres", "fs-local", "fs-hosted"),
     ),
+    "peers": (
+        "_peers",
+        "peers",
+        ("lg-fc-hosted", "lg-lc-hosted", "maf-fc-hosted", "maf-fh-hosted"),
+    ),
+    "roundtrips": (
+        "_roundtrips",
+        "roundtrips",
+        (
+            "lg-floor",
+            "lg-fc-hosted",
+            "lg-lc-hosted",
+            "maf-floor",
+            "maf-fc-hosted",
+            "maf-fh-hosted",
+            "ag-floor",
+            "ag-fc-hosted",
+        ),
+    ),
 }
 
 FULL: dict[str, dict[str, Any]] = {
@@ -79,6 +98,17 @@ FULL: dict[str, dict[str, Any]] = {
     "hosted-threads": {"threads": 2000, "users": 20, "marks": [200, 1000, 2000]},
     "lg-memory": {"sizes": [100, 10_000], "ops": 100, "handoff_calls": 2000},
     "lg-memory-search": {"items": 10_000, "hosted_items": 2_000, "queries": 50, "puts": 20},
+    "peers": {"steps": 50, "chars": 2500, "trials": 5, "burst": 20, "big_bytes": 2_000_000},
+    "roundtrips": {
+        "delays_ms": [10, 50],
+        "turns": 10,
+        "warmup": 2,
+        "chars": 2500,
+        "supersteps": 10,
+        "runs": 3,
+        "payload": 1000,
+        "saves": 10,
+    },
 }
 
 QUICK: dict[str, dict[str, Any]] = {
@@ -100,6 +130,17 @@ QUICK: dict[str, dict[str, Any]] = {
     "hosted-threads": {"threads": 400, "users": 20, "marks": [100, 200, 400]},
     "lg-memory": {"sizes": [100, 1_000], "ops": 20, "handoff_calls": 500},
     "lg-memory-search": {"items": 1_000, "queries": 10, "puts": 5},
+    "peers": {"steps": 10, "chars": 2500, "trials": 2, "burst": 10, "big_bytes": 2_000_000},
+    "roundtrips": {
+        "delays_ms": [10, 50],
+        "turns": 3,
+        "warmup": 2,
+        "chars": 2500,
+        "supersteps": 5,
+        "runs": 1,
+        "payload": 1000,
+        "saves": 3,
+    },
 }
 
 

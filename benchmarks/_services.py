@@ -3,7 +3,10 @@
 The emulator runs in a process of its own (``python -m benchmarks._services``) so that the
 client under test does not share its interpreter (and GIL) with the server, as it would not
 with the real service. The child answers one JSON line per command on stdin: ``counts``
-(requests by call type, item values written and their bytes), ``reset`` and ``stop``. Item
+(requests by call type, item values written and their bytes), ``reset``, ``delay SECONDS``
+(a pure delay on every storage request from now on, the emulator's fault; 0 removes it),
+``intervals`` (each storage request served since the last ``reset`` or ``intervals``: its
+call type and ``CLOCK_MONOTONIC`` start and end, taken around the handler) and ``stop``. Item
 bytes are the compact JSON text of every value the engine accepted (``create_item`` and
 ``put_item``), counted by wrapping the engine's value check.
 
@@ -103,8 +106,17 @@ class RemoteEmulator:
         return self._ask("counts")
 
     def reset(self) -> None:
-        """Zero the counts."""
+        """Zero the counts (and forget the request intervals)."""
         self._ask("reset")
+
+    def delay(self, seconds: float) -> None:
+        """Delay every storage request by ``seconds`` from now on (0: no delay)."""
+        self._ask(f"delay {seconds!r}")
+
+    def intervals(self) -> list[tuple[str, float, float]]:
+        """``(call type, start, end)`` of each request since the last reset or call, in order."""
+        answer = self._ask("intervals")
+        return [(str(c), float(s), float(e)) for c, s, e in answer["intervals"]]
 
     def __exit__(
         self,
@@ -141,6 +153,7 @@ def _serve() -> int:
         return text
 
     setattr(engine_module, "validate_value", counting)  # noqa: B010
+    intervals = _log_intervals()
     with FoundryEmulator() as emu:
         out = sys.stdout
         out.write(json.dumps({"endpoint": emu.endpoint, "ca_file": emu.ca_file}) + "\n")
@@ -152,12 +165,43 @@ def _serve() -> int:
             elif command == "reset":
                 emu.reset_counts()
                 tally.update(items=0, item_bytes=0)
+                intervals.clear()
                 answer = {"ok": True}
+            elif command.startswith("delay "):
+                emu.clear_faults()
+                seconds = float(command.split()[1])
+                if seconds > 0:
+                    emu.inject("*", status=None, delay=seconds, times=None)
+                answer = {"ok": True}
+            elif command == "intervals":
+                answer = {"intervals": list(intervals)}
+                intervals.clear()
             else:
                 break
             out.write(json.dumps(answer) + "\n")
             out.flush()
     return 0
+
+
+def _log_intervals() -> list[tuple[str, float, float]]:
+    """Record every storage request's call type, start and end (``time.monotonic``)."""
+    from foundry_checkpoint.emulator import _app
+
+    log: list[tuple[str, float, float]] = []
+    original = _app.StorageApp._handle
+
+    async def handle(app: Any, request: Any) -> Any:
+        match = _app._ROUTE.match(request.path)
+        call = _app.StorageApp._call_type(request.method, match) if match else None
+        start = time.monotonic()
+        try:
+            return await original(app, request)
+        finally:
+            if call is not None:
+                log.append((call, start, time.monotonic()))
+
+    setattr(_app.StorageApp, "_handle", handle)  # noqa: B010
+    return log
 
 
 def azurite_connection_string(port: int) -> str:

@@ -1,0 +1,420 @@
+"""Round trips per turn: every store request delayed, ours beside the one-call-one-trip floor.
+
+The emulator's pure delay fault (``status=None``) holds every storage request for 10 or 50 ms
+before serving it, as a network round trip would. A turn then costs about
+``round trips waited x delay``; this section measures both the wall time and, better, the
+**longest chain of sequential requests** in the turn: the requests are logged with their start
+and end (on the emulator's side), and a chain is a sequence in which each request starts after
+the one before it ended. Requests that overlap were in flight together and cost one wait.
+
+Subjects (``SUBJECTS``):
+
+* LangGraph chat turns (``ainvoke`` per durability mode ``"sync"``, ``"async"``, ``"exit"``):
+  ``FoundryCheckpointer`` hosted, langchain-azure-ai's ``FoundryCheckpointSaver`` (async-only;
+  the chat runs through ``ainvoke``), and the floor: LangGraph's ``InMemorySaver`` with one
+  delay slept per saver call (``aget_tuple``, ``aput``, ``aput_writes``, ``alist``);
+* MAF supersteps: ``FoundryCheckpointStorage`` hosted, agent-framework-foundry-hosting's
+  ``FoundryCheckpointStore``, and the floor: ``InMemoryCheckpointStorage`` with one delay per
+  call;
+* AutoGen saves: ``AutoGenStateStore.asave`` hosted (``keep_versions=10``, the default, so a
+  save past the tenth also trims the oldest version), and the floor: one delay per save.
+
+The floor's chain is counted the same way, from the start and end of each slept delay.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import AsyncIterator, Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from ._common import median, ms
+
+__all__ = ["SUBJECTS", "longest_chain", "run_unit"]
+
+SUBJECTS: dict[str, str] = {
+    "lg-floor": "InMemorySaver + one delay per saver call (floor)",
+    "lg-fc-hosted": "FoundryCheckpointer (hosted, emulator)",
+    "lg-lc-hosted": "FoundryCheckpointSaver, langchain-azure-ai (hosted, emulator)",
+    "maf-floor": "InMemoryCheckpointStorage + one delay per call (floor)",
+    "maf-fc-hosted": "FoundryCheckpointStorage (hosted, emulator)",
+    "maf-fh-hosted": "FoundryCheckpointStore, agent-framework-foundry-hosting (hosted, emulator)",
+    "ag-floor": "one delay per save (floor)",
+    "ag-fc-hosted": "AutoGenStateStore (hosted, emulator)",
+}
+
+DURABILITY: tuple[str, ...] = ("sync", "async", "exit")
+
+Interval = tuple[str, float, float]
+
+
+def longest_chain(intervals: Sequence[Interval]) -> tuple[int, list[str]]:
+    """The longest chain of requests each starting after the previous one ended.
+
+    Returns its length and the call types along it, in order.
+
+    Example:
+        >>> longest_chain([("get", 0.0, 1.0), ("put", 1.5, 2.0), ("put", 1.6, 2.1)])
+        (2, ['get', 'put'])
+    """
+    ordered = sorted(intervals, key=lambda iv: iv[2])
+    best: list[int] = []
+    back: list[int] = []
+    for i, (_, start, _end) in enumerate(ordered):
+        length, parent = 1, -1
+        for j in range(i):
+            if ordered[j][2] <= start and best[j] + 1 > length:
+                length, parent = best[j] + 1, j
+        best.append(length)
+        back.append(parent)
+    if not best:
+        return 0, []
+    at = max(range(len(best)), key=best.__getitem__)
+    path: list[str] = []
+    while at != -1:
+        path.append(ordered[at][0])
+        at = back[at]
+    return max(best), path[::-1]
+
+
+class _Clock:
+    """Where the requests of a subject are logged: the emulator, or the floor's own sleeps."""
+
+    def __init__(self, emulator: Any) -> None:
+        self.emulator = emulator
+        self.delay_s = 0.0
+        self.log: list[Interval] = []
+
+    def set_delay(self, seconds: float) -> None:
+        self.delay_s = seconds
+        if self.emulator is not None:
+            self.emulator.delay(seconds)
+
+    def clear(self) -> None:
+        """Forget the requests so far."""
+        if self.emulator is not None:
+            self.emulator.intervals()
+        self.log.clear()
+
+    def take(self) -> list[Interval]:
+        """The requests since the last :meth:`clear` or :meth:`take`."""
+        if self.emulator is not None:
+            logged: list[Interval] = self.emulator.intervals()
+            return logged
+        out, self.log = self.log, []
+        return out
+
+    async def trip(self, call: str) -> None:
+        """The floor's round trip: sleep one delay and log it."""
+        start = time.monotonic()
+        await asyncio.sleep(self.delay_s)
+        self.log.append((call, start, time.monotonic()))
+
+
+def _summary(
+    walls: list[float], chains: list[int], calls: list[int], delay_s: float
+) -> dict[str, Any]:
+    return {
+        "ms": ms(median(walls)),
+        "waited": median(walls) / delay_s,
+        "chain": median(chains),
+        "chain_max": max(chains),
+        "calls": median(calls),
+    }
+
+
+# --------------------------------------------------------------------------- LangGraph
+
+
+def _floor_saver(clock: _Clock) -> Any:
+    from langgraph.checkpoint.memory import InMemorySaver
+
+    class DelayedInMemorySaver(InMemorySaver):
+        """``InMemorySaver`` that waits one round trip per saver call."""
+
+        async def aget_tuple(self, config: Any) -> Any:
+            await clock.trip("aget_tuple")
+            return self.get_tuple(config)
+
+        async def aput(self, config: Any, checkpoint: Any, metadata: Any, new_versions: Any) -> Any:
+            await clock.trip("aput")
+            return self.put(config, checkpoint, metadata, new_versions)
+
+        async def aput_writes(
+            self, config: Any, writes: Any, task_id: str, task_path: str = ""
+        ) -> None:
+            await clock.trip("aput_writes")
+            self.put_writes(config, writes, task_id, task_path)
+
+        async def alist(self, config: Any, **kwargs: Any) -> AsyncIterator[Any]:
+            await clock.trip("alist")
+            for item in self.list(config, **kwargs):
+                yield item
+
+    return DelayedInMemorySaver()
+
+
+@contextlib.asynccontextmanager
+async def _lg_saver(key: str, emulator: Any) -> AsyncIterator[Any]:
+    from foundry_checkpoint.emulator import EmulatorCredential
+
+    if key == "lg-fc-hosted":
+        from foundry_checkpoint import FoundryCheckpointer
+
+        saver = FoundryCheckpointer(
+            store_prefix="bench",
+            credential=EmulatorCredential("alice"),
+            endpoint=emulator.endpoint,
+            **emulator.client_kwargs(),
+        )
+        try:
+            yield saver
+        finally:
+            await saver.aclose()
+    else:
+        from langchain_azure_ai.agents.hosting._foundry_checkpoint_saver import (
+            FoundryCheckpointSaver,
+        )
+
+        async with FoundryCheckpointSaver(
+            credential=EmulatorCredential("alice"),
+            endpoint=emulator.endpoint,
+            store_name_prefix="bench-lc",
+        ) as peer:
+            yield peer
+
+
+async def _langgraph(key: str, scale: dict[str, Any], clock: _Clock) -> dict[str, Any]:
+    from langchain_core.messages import HumanMessage
+
+    from ._langgraph import _chat_graph, _Text
+
+    out: dict[str, Any] = {"turns": scale["turns"], "delays": {}}
+    async with contextlib.AsyncExitStack() as stack:
+        if key == "lg-floor":
+            saver = _floor_saver(clock)
+        else:
+            saver = await stack.enter_async_context(_lg_saver(key, clock.emulator))
+        graph = _chat_graph(saver, windowed=False, reply_chars=scale["chars"])
+        user = _Text(seed=3)
+        sequences: dict[str, list[str]] = {}
+        for delay_ms in scale["delays_ms"]:
+            clock.set_delay(delay_ms / 1000)
+            per_mode: dict[str, Any] = {}
+            for mode in DURABILITY:
+                config = {"configurable": {"thread_id": f"rt-{delay_ms}-{mode}"}}
+                walls: list[float] = []
+                chains: list[int] = []
+                calls: list[int] = []
+                for turn in range(scale["warmup"] + scale["turns"]):
+                    message = HumanMessage(user(scale["chars"]))
+                    clock.clear()
+                    start = time.perf_counter()
+                    await graph.ainvoke({"messages": [message]}, config, durability=mode)
+                    wall = time.perf_counter() - start
+                    log = clock.take()
+                    if turn == 0:  # a new thread: its first turn opens (creates) its store
+                        first = longest_chain(log)
+                        per_mode.setdefault("open", {})[mode] = {
+                            "chain": first[0],
+                            "calls": len(log),
+                            "ms": ms(wall),
+                        }
+                        sequences[f"first turn ({mode})"] = first[1]
+                    if turn < scale["warmup"]:
+                        continue
+                    chain, path = longest_chain(log)
+                    walls.append(wall)
+                    chains.append(chain)
+                    calls.append(len(log))
+                    if turn == scale["warmup"] + scale["turns"] - 1:
+                        sequences[mode] = [c for c, _, _ in sorted(log, key=lambda iv: iv[1])]
+                        sequences[mode + " chain"] = path
+                per_mode[mode] = _summary(walls, chains, calls, clock.delay_s)
+            out["delays"][str(delay_ms)] = per_mode
+        clock.set_delay(0)
+        out["sequences"] = sequences
+    return out
+
+
+# --------------------------------------------------------------------------- MAF
+
+
+def _maf_floor(clock: _Clock) -> Any:
+    from agent_framework import InMemoryCheckpointStorage
+
+    class DelayedInMemoryCheckpointStorage(InMemoryCheckpointStorage):
+        """``InMemoryCheckpointStorage`` that waits one round trip per call."""
+
+    for name in ("save", "load", "list_checkpoints", "delete", "get_latest", "list_checkpoint_ids"):
+        original: Callable[..., Any] = getattr(InMemoryCheckpointStorage, name)
+
+        def delayed(original: Callable[..., Any], name: str) -> Callable[..., Any]:
+            async def call(self: Any, *args: Any, **kwargs: Any) -> Any:
+                await clock.trip(name)
+                return await original(self, *args, **kwargs)
+
+            return call
+
+        setattr(DelayedInMemoryCheckpointStorage, name, delayed(original, name))
+    return DelayedInMemoryCheckpointStorage()
+
+
+@contextlib.asynccontextmanager
+async def _maf_storage(key: str, clock: _Clock, context_id: str) -> AsyncIterator[Any]:
+    if key == "maf-floor":
+        yield _maf_floor(clock)
+    elif key == "maf-fh-hosted":
+        from ._maf import _hosting_store
+
+        yield _hosting_store(context_id, clock.emulator)
+    else:
+        from foundry_checkpoint.emulator import EmulatorCredential
+        from foundry_checkpoint_maf import FoundryCheckpointStorage
+
+        storage = FoundryCheckpointStorage(
+            context_id,
+            store_prefix="bench",
+            credential=EmulatorCredential("alice"),
+            endpoint=clock.emulator.endpoint,
+            **clock.emulator.client_kwargs(),
+        )
+        try:
+            yield storage
+        finally:
+            await storage.aclose()
+
+
+async def _maf(key: str, scale: dict[str, Any], clock: _Clock) -> dict[str, Any]:
+    """Workflow runs on one context: the first opens it (store creation), the rest are timed."""
+    from agent_framework import WorkflowBuilder
+
+    from ._maf import WORKFLOW, _Loop
+
+    supersteps = scale["supersteps"]
+    out: dict[str, Any] = {"supersteps": supersteps, "runs": scale["runs"], "delays": {}}
+    sequences: dict[str, list[str]] = {}
+    for delay_ms in scale["delays_ms"]:
+        walls: list[float] = []
+        chains: list[int] = []
+        calls: list[int] = []
+        async with _maf_storage(key, clock, f"rt-{delay_ms}") as storage:
+            clock.set_delay(delay_ms / 1000)
+            for run in range(scale["runs"] + 1):
+                loop = _Loop(supersteps)
+                workflow = (
+                    WorkflowBuilder(
+                        name=WORKFLOW,
+                        start_executor=loop,
+                        max_iterations=supersteps + 10,
+                        checkpoint_storage=storage,
+                    )
+                    .add_edge(loop, loop)
+                    .build()
+                )
+                clock.clear()
+                start = time.perf_counter()
+                await workflow.run({"i": 0, "note": "x" * scale["payload"]})
+                wall = time.perf_counter() - start
+                log = clock.take()
+                chain, path = longest_chain(log)
+                if run == 0:  # the first save of a new context opens (creates) its store
+                    out["delays"].setdefault("open", {})[str(delay_ms)] = {
+                        "chain": chain,
+                        "calls": len(log),
+                        "ms": ms(wall),
+                    }
+                    sequences["first run"] = path
+                    continue
+                walls.append(wall / supersteps)
+                chains.append(chain)
+                calls.append(len(log))
+                sequences["run"] = path[:6]
+            clock.set_delay(0)
+        summary = _summary(walls, chains, calls, delay_ms / 1000)
+        for name in ("chain", "chain_max", "calls"):
+            summary[name] = summary[name] / supersteps
+        out["delays"][str(delay_ms)] = summary
+    out["sequences"] = sequences
+    return out
+
+
+# --------------------------------------------------------------------------- AutoGen
+
+
+async def _autogen(key: str, scale: dict[str, Any], clock: _Clock) -> dict[str, Any]:
+    out: dict[str, Any] = {"saves": scale["saves"], "delays": {}}
+    saved: dict[str, Any] = {}
+
+    async def floor_save(scope: str, kind: str, name: str, state: dict[str, Any]) -> str:
+        await clock.trip("save")
+        saved[f"{scope}/{kind}/{name}"] = dict(state)
+        return str(len(saved))
+
+    async with contextlib.AsyncExitStack() as stack:
+        save: Callable[..., Any]
+        if key == "ag-floor":
+            save = floor_save
+        else:
+            from foundry_checkpoint.emulator import EmulatorCredential
+            from foundry_checkpoint_autogen import AutoGenStateStore
+
+            store = AutoGenStateStore(
+                store_prefix="bench",
+                credential=EmulatorCredential("alice"),
+                endpoint=clock.emulator.endpoint,
+                **clock.emulator.client_kwargs(),
+            )
+            stack.push_async_callback(store.aclose)
+            save = store.asave
+        sequences: dict[str, list[str]] = {}
+        for delay_ms in scale["delays_ms"]:
+            name = f"counter/rt-{delay_ms}"
+            phases: dict[str, tuple[list[float], list[int], list[int]]] = {
+                "first 10": ([], [], []),
+                "past 10": ([], [], []),
+            }
+            for i in range(1 + 10 + scale["saves"]):
+                clock.set_delay(0 if i == 0 else delay_ms / 1000)
+                clock.clear()
+                start = time.perf_counter()
+                await save("conv", "agent", name, {"count": i, "note": "z" * scale["payload"]})
+                wall = time.perf_counter() - start
+                log = clock.take()
+                if i == 0:
+                    continue  # opens the store
+                phase = "first 10" if i < 10 else "past 10"
+                chain, path = longest_chain(log)
+                walls, chains, calls = phases[phase]
+                walls.append(wall)
+                chains.append(chain)
+                calls.append(len(log))
+                sequences[phase] = path
+            clock.set_delay(0)
+            out["delays"][str(delay_ms)] = {
+                phase: _summary(w, c, n, delay_ms / 1000) for phase, (w, c, n) in phases.items()
+            }
+        out["sequences"] = sequences
+    return out
+
+
+async def run_unit(
+    workload: str,
+    subject_key: str,
+    scale: dict[str, Any],
+    workdir: Path,
+    *,
+    pg_dsn: str | None = None,
+    emulator: Any = None,
+) -> dict[str, Any]:
+    """Run one subject's round-trip measurements in this process; returns its figures."""
+    del workload, workdir, pg_dsn
+    clock = _Clock(emulator)
+    if subject_key.startswith("lg-"):
+        return await _langgraph(subject_key, scale, clock)
+    if subject_key.startswith("maf-"):
+        return await _maf(subject_key, scale, clock)
+    return await _autogen(subject_key, scale, clock)
