@@ -36,6 +36,7 @@ from typing import TYPE_CHECKING, Any
 from foundry_checkpoint.adapter import __version__ as __version__
 
 from ._history import FoundryHistoryProvider
+from ._history_view import StoredHistory, StoredMessage
 from ._payload import CheckpointDecodeError, CheckpointTamperedError, CheckpointTypeBlockedError
 from ._storage import FoundryCheckpointStorage, StoredCheckpoint
 
@@ -53,6 +54,8 @@ __all__ = [
     "FoundrySessionStore",
     "FoundrySessionStoreProvider",
     "StoredCheckpoint",
+    "StoredHistory",
+    "StoredMessage",
 ]
 
 

@@ -74,6 +74,8 @@ from foundry_checkpoint.errors import (
     InvalidArgumentError,
 )
 
+from ._history_view import StoredHistory, decode_message, history_sessions, inspect_history
+
 if TYPE_CHECKING:
     from azure.core.credentials_async import AsyncTokenCredential
 
@@ -228,11 +230,7 @@ class FoundryHistoryProvider(CoreOwner, HistoryProvider):
         if item is None:
             return None
         try:
-            payload = await scope.decode(item.value, key=key)
-            data = json.loads(payload)
-            if not isinstance(data, dict):
-                raise ValueError(f"a {type(data).__name__}, not an object")
-            return Message.from_dict(data)
+            return decode_message(await scope.decode(item.value, key=key))
         except (FoundryCheckpointError, ValueError, TypeError, KeyError) as exc:
             raise CorruptPayloadError(
                 f"Message {seq} of session {scope.scope_id!r} cannot be read "
@@ -393,6 +391,57 @@ class FoundryHistoryProvider(CoreOwner, HistoryProvider):
         await scope.delete(_message_key(seq))
 
     # -- beyond the contract ------------------------------------------------------------------
+    async def list_sessions(self) -> list[str | None]:
+        """Every session this user has a history in under the prefix (None: ``session_id=None``),
+        sorted, None first; from the session index, no message read, nothing written.
+
+        Example:
+            >>> import asyncio
+            >>> from agent_framework import Message
+            >>> async def demo() -> bool:
+            ...     async with FoundryHistoryProvider() as history:
+            ...         await history.save_messages("doc-listed", [Message("user", ["x"])])
+            ...         return "doc-listed" in await history.list_sessions()
+            >>> asyncio.run(demo())
+            True
+        """
+        return await history_sessions(self)
+
+    async def inspect(
+        self,
+        session_id: str | None,
+        *,
+        offset: int = 0,
+        limit: int | None = None,
+        last: int | None = None,
+    ) -> StoredHistory | None:
+        """The session's head and a window of its messages as stored (sequence numbers, item
+        sizes, spilled or not); None when the session has no history. Read-only: nothing is
+        written and no TTL renewed; a message that does not decode is returned with its error.
+
+        The window is the last ``last`` messages (default: every one kept), from ``offset`` on,
+        at most ``limit`` (``limit=0``: the head alone, one read). Costs one head read and one
+        read per message of the window.
+
+        Raises:
+            InvalidArgumentError: ``offset``, ``limit`` or ``last`` is negative.
+            CorruptPayloadError: the session's head is damaged.
+
+        Example:
+            >>> import asyncio
+            >>> from agent_framework import Message
+            >>> async def demo() -> list[object]:
+            ...     async with FoundryHistoryProvider() as history:
+            ...         await history.delete_session("doc-inspect")
+            ...         await history.save_messages(
+            ...             "doc-inspect", [Message("user", ["a"]), Message("assistant", ["b"])])
+            ...         stored = await history.inspect("doc-inspect", last=1)
+            ...         return [stored.count, [(m.seq, m.message.text) for m in stored.messages]]
+            >>> asyncio.run(demo())
+            [2, [(1, 'b')]]
+        """
+        return await inspect_history(self, session_id, offset=offset, limit=limit, last=last)
+
     async def delete_session(self, session_id: str | None) -> int:
         """Delete the session's history (this user's only); how many messages it held.
 
