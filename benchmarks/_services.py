@@ -6,7 +6,10 @@ with the real service. The child answers one JSON line per command on stdin: ``c
 (requests by call type, item values written and their bytes), ``reset``, ``delay SECONDS``
 (a pure delay on every storage request from now on, the emulator's fault; 0 removes it),
 ``intervals`` (each storage request served since the last ``reset`` or ``intervals``: its
-call type and ``CLOCK_MONOTONIC`` start and end, taken around the handler) and ``stop``. Item
+call type and ``CLOCK_MONOTONIC`` start and end, taken around the handler), ``faults JSON``
+(replace the fault rules with a list of ``Fault`` keyword arguments, tried in order),
+``mint JSON`` (``{"users": [...], "per_user": n}``: n call ids minted for each user) and
+``stop``. Item
 bytes are the compact JSON text of every value the engine accepted (``create_item`` and
 ``put_item``), counted by wrapping the engine's value check.
 
@@ -118,6 +121,20 @@ class RemoteEmulator:
         answer = self._ask("intervals")
         return [(str(c), float(s), float(e)) for c, s, e in answer["intervals"]]
 
+    def set_faults(self, rules: list[dict[str, Any]]) -> None:
+        """Replace the fault rules with ``rules`` (``Fault`` keyword arguments, in order)."""
+        self._ask("faults " + json.dumps(rules))
+
+    def mint_calls(self, users: list[str], per_user: int) -> dict[str, list[str]]:
+        """``per_user`` platform call ids minted for each of ``users``, as the platform does."""
+        answer = self._ask("mint " + json.dumps({"users": users, "per_user": per_user}))
+        return {str(k): [str(c) for c in v] for k, v in answer["calls"].items()}
+
+    @property
+    def pid(self) -> int | None:
+        """The emulator process's id (for its CPU time), or None when it is not running."""
+        return None if self._proc is None else self._proc.pid
+
     def __exit__(
         self,
         exc_type: type[BaseException] | None,
@@ -176,6 +193,19 @@ def _serve() -> int:
             elif command == "intervals":
                 answer = {"intervals": list(intervals)}
                 intervals.clear()
+            elif command.startswith("faults "):
+                emu.clear_faults()
+                for rule in json.loads(command.split(" ", 1)[1]):
+                    emu.inject(**rule)
+                answer = {"ok": True}
+            elif command.startswith("mint "):
+                ask = json.loads(command.split(" ", 1)[1])
+                answer = {
+                    "calls": {
+                        user: [emu.mint_call(user) for _ in range(int(ask["per_user"]))]
+                        for user in ask["users"]
+                    }
+                }
             else:
                 break
             out.write(json.dumps(answer) + "\n")
