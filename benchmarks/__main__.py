@@ -63,6 +63,7 @@ SECTIONS: dict[str, tuple[str, str, tuple[str, ...]]] = {
         "peers",
         ("lg-fc-hosted", "lg-lc-hosted", "maf-fc-hosted", "maf-fh-hosted"),
     ),
+    "load": ("_load", "load", ("fc-hosted", "lc-hosted")),
     "roundtrips": (
         "_roundtrips",
         "roundtrips",
@@ -99,6 +100,15 @@ FULL: dict[str, dict[str, Any]] = {
     "lg-memory": {"sizes": [100, 10_000], "ops": 100, "handoff_calls": 2000},
     "lg-memory-search": {"items": 10_000, "hosted_items": 2_000, "queries": 50, "puts": 20},
     "peers": {"steps": 50, "chars": 2500, "trials": 5, "burst": 20, "big_bytes": 2_000_000},
+    "load": {
+        "levels": [1, 10, 100, 300],
+        "seconds": 15,
+        "chars": 800,
+        "delay_s": 0.02,
+        "stall_s": 2.0,
+        "stall_level": 100,
+        "stall_reps": 2,
+    },
     "roundtrips": {
         "delays_ms": [10, 50],
         "turns": 10,
@@ -131,6 +141,15 @@ QUICK: dict[str, dict[str, Any]] = {
     "lg-memory": {"sizes": [100, 1_000], "ops": 20, "handoff_calls": 500},
     "lg-memory-search": {"items": 1_000, "queries": 10, "puts": 5},
     "peers": {"steps": 10, "chars": 2500, "trials": 2, "burst": 10, "big_bytes": 2_000_000},
+    "load": {
+        "levels": [1, 10, 50],
+        "seconds": 3,
+        "chars": 800,
+        "delay_s": 0.02,
+        "stall_s": 2.0,
+        "stall_level": 10,
+        "stall_reps": 1,
+    },
     "roundtrips": {
         "delays_ms": [10, 50],
         "turns": 3,

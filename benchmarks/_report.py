@@ -704,6 +704,12 @@ def _memory_store(results: dict[str, Any], scales: dict[str, Any], lines: list[s
     report_lines(results, scales, lines)
 
 
+def _load_section(results: dict[str, Any], scales: dict[str, Any], lines: list[str]) -> None:
+    from ._load import report_lines  # imported here: it uses this module's helpers
+
+    report_lines(results, scales, lines)
+
+
 _SECTIONS: tuple[Callable[[dict[str, Any], dict[str, Any], list[str]], None], ...] = (
     _lg_chat,
     _lg_growth,
@@ -714,6 +720,7 @@ _SECTIONS: tuple[Callable[[dict[str, Any], dict[str, Any], list[str]], None], ..
     _maf_latest,
     _hosted_threads,
     _memory_store,
+    _load_section,
 )
 
 

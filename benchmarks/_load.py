@@ -1,0 +1,494 @@
+"""Section "load": one hosted process serving many chat conversations at once.
+
+A Foundry-hosted agent is one process with one checkpointer serving every conversation of
+the replica. This unit runs that process: one saver in hosted mode against the emulator (a
+process of its own) with every storage request delayed (``delay_s``, the emulator's pure-delay
+fault, standing in for the network round trip), and ``levels`` concurrent conversations. Each
+conversation is its own LangGraph thread and its own end user: every turn runs in a request
+context carrying a platform call id the emulator resolves to that user, and the user id, as
+the hosts set it (``azure.ai.agentserver.core.set_request_context``). The graph is the chat
+graph of the LangGraph section (one ``assistant`` node, the history windowed to 20
+messages), messages of ``chars`` characters, ``graph.ainvoke`` with LangGraph's default
+durability (``"async"``).
+
+The graph is driven in-process rather than through langchain-azure-ai's
+``ResponsesHostServer`` over HTTP: on two shared cores an HTTP driver for 300 concurrent
+conversations would be a third process competing for the same CPU as the host and the
+emulator, and the host's own work per turn (its HTTP handling and response-store calls,
+which are not the saver's) would set the ceiling being measured. The saver's work, its
+store calls and its identity handling are the same in both.
+
+Per level, every conversation first runs one turn (which opens its thread's store); then all
+run turns back to back for ``seconds``. Figures over that window: turns per second (turns
+that ended in it), p50 / p99 turn latency (turns that started in it), client CPU per turn
+(this process's CPU time, every thread included, over the turns), the emulator's CPU over
+the window (so the reader sees which process ran out of CPU), the most sockets this process
+held open (``/proc/self/fd``, sampled every 100 ms) and its resident memory at the end.
+
+The stalled-conversation case: at ``stall_level`` conversations, the requests of one
+conversation's user are held ``stall_s`` each (a user-scoped delay fault armed before the
+catch-all one) while the others run; the others' p99 is set beside the same run without the
+stall, the two alternating ``stall_reps`` times.
+
+Subjects: ``fc-hosted`` (``FoundryCheckpointer``) and ``lc-hosted`` (langchain-azure-ai's
+``FoundryCheckpointSaver``, async-only: ``ainvoke`` is what this workload calls anyway), each
+with the same credential, endpoint and emulator.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import gc
+import os
+import time
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+from ._common import median, ms, percentile
+
+__all__ = ["NAMES", "report_lines", "run_unit"]
+
+NAMES = {
+    "fc-hosted": "FoundryCheckpointer (hosted, emulator)",
+    "lc-hosted": "langchain-azure-ai FoundryCheckpointSaver (hosted, emulator)",
+}
+#: Call ids minted per conversation and used in turn (each turn gets the next).
+_CALLS_PER_CONVERSATION = 8
+_SAMPLE_S = 0.1
+
+
+def _sockets() -> int | None:
+    """Sockets this process holds open (``/proc/self/fd``), or None off Linux."""
+    try:
+        names = os.listdir("/proc/self/fd")
+    except OSError:
+        return None
+    count = 0
+    for name in names:
+        with contextlib.suppress(OSError):
+            if os.readlink(f"/proc/self/fd/{name}").startswith("socket:"):
+                count += 1
+    return count
+
+
+def _rss_mb() -> float | None:
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    except OSError:
+        return None
+    return None
+
+
+def _cpu_of(pid: int | None) -> float | None:
+    """User + system CPU seconds of process ``pid`` (``/proc/<pid>/stat``), or None."""
+    if pid is None:
+        return None
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _rules(delay_s: float, stall_s: float, stall_user: str | None = None) -> list[dict[str, Any]]:
+    """The emulator's fault rules: ``stall_user``'s requests held first, then everyone's delay."""
+    rules: list[dict[str, Any]] = []
+    if stall_user is not None:
+        rules.append({"status": None, "delay": stall_s, "times": None, "user": stall_user})
+    rules.append({"status": None, "delay": delay_s, "times": None})
+    return rules
+
+
+@contextlib.asynccontextmanager
+async def _saver(subject: str, emulator: Any) -> AsyncIterator[Any]:
+    from foundry_checkpoint.emulator import EmulatorCredential
+
+    # The container's own identity; each request's call id names its end user.
+    credential = EmulatorCredential("agent")
+    if subject == "fc-hosted":
+        from foundry_checkpoint import FoundryCheckpointer
+
+        saver: Any = FoundryCheckpointer(
+            store_prefix="load",
+            credential=credential,
+            endpoint=emulator.endpoint,
+            **emulator.client_kwargs(),
+        )
+        try:
+            yield saver
+        finally:
+            await saver.aclose()
+    else:
+        from langchain_azure_ai.agents.hosting import FoundryCheckpointSaver
+
+        async with FoundryCheckpointSaver(
+            credential=credential, endpoint=emulator.endpoint, store_name_prefix="load"
+        ) as peer:
+            yield peer
+
+
+class _Run:
+    """One level: ``conversations`` concurrent conversations for ``seconds``."""
+
+    def __init__(
+        self,
+        graph: Any,
+        emulator: Any,
+        *,
+        label: str,
+        conversations: int,
+        seconds: float,
+        chars: int,
+        delay_s: float,
+        stall_s: float,
+        stalled: int | None = None,
+    ) -> None:
+        self.graph = graph
+        self.emulator = emulator
+        self.label = label
+        self.conversations = conversations
+        self.seconds = seconds
+        self.chars = chars
+        self.stalled = stalled
+        self.delay_s, self.stall_s = delay_s, stall_s
+        self.go = asyncio.Event()
+        self.start = self.deadline = 0.0
+        self.turns: list[list[tuple[float, float]]] = [[] for _ in range(conversations)]
+        self.warmed = 0
+        self.all_warm = asyncio.Event()
+        self.errors: list[str] = []
+
+    def user(self, i: int) -> str:
+        return f"{self.label}-user-{i}"
+
+    async def _conversation(self, i: int, calls: list[str]) -> None:
+        from azure.ai.agentserver.core import (
+            FoundryAgentRequestContext,
+            reset_request_context,
+            set_request_context,
+        )
+        from langchain_core.messages import HumanMessage
+
+        from ._langgraph import _Text
+
+        text = _Text(seed=1000 + i)
+        config = {"configurable": {"thread_id": f"{self.label}-thread-{i}"}}
+        turn = 0
+        while True:
+            context = FoundryAgentRequestContext(
+                call_id=calls[turn % len(calls)],
+                user_id=self.user(i),
+                session_id=f"{self.label}-session-{i}",
+            )
+            message = HumanMessage(text(self.chars))
+            token = set_request_context(context)
+            began = time.perf_counter()
+            try:
+                state = await self.graph.ainvoke({"messages": [message]}, config)
+            except Exception as exc:  # a failed turn is reported, not hidden
+                self.errors.append(f"{type(exc).__name__}: {exc}"[:300])
+                return
+            finally:
+                reset_request_context(token)
+            ended = time.perf_counter()
+            if state["messages"][-2].content != message.content:
+                self.errors.append(f"conversation {i} read back another history")
+                return
+            turn += 1
+            if turn == 1:
+                self.warmed += 1
+                if self.warmed == self.conversations:
+                    self.all_warm.set()
+                await self.go.wait()
+                continue
+            self.turns[i].append((began, ended))
+            if ended >= self.deadline:
+                return
+
+    async def run(self) -> dict[str, Any]:
+        users = [self.user(i) for i in range(self.conversations)]
+        minted = self.emulator.mint_calls(users, _CALLS_PER_CONVERSATION)
+        tasks = [
+            asyncio.create_task(self._conversation(i, minted[users[i]]))
+            for i in range(self.conversations)
+        ]
+        warm_began = time.perf_counter()
+        waiter = asyncio.create_task(self.all_warm.wait())
+        await asyncio.wait([waiter, *tasks], return_when=asyncio.FIRST_COMPLETED)
+        if not self.all_warm.is_set():  # a conversation failed before warming up
+            waiter.cancel()
+            self.go.set()
+            await asyncio.gather(*tasks, return_exceptions=True)
+            return {"errors": self.errors[:5]}
+        warm_s = time.perf_counter() - warm_began
+        if self.stalled is not None:
+            self.emulator.set_faults(
+                _rules(self.delay_s, self.stall_s, stall_user=self.user(self.stalled))
+            )
+        gc.collect()
+        emulator_cpu0 = _cpu_of(self.emulator.pid)
+        cpu0 = time.process_time()
+        self.start = time.perf_counter()
+        self.deadline = self.start + self.seconds
+        self.go.set()
+        peak_sockets = 0
+        while time.perf_counter() < self.deadline:
+            await asyncio.sleep(_SAMPLE_S)
+            peak_sockets = max(peak_sockets, _sockets() or 0)
+        cpu = time.process_time() - cpu0
+        emulator_cpu1 = _cpu_of(self.emulator.pid)
+        window = time.perf_counter() - self.start
+        if self.stalled is not None:
+            # Release the held conversation so that its last turn ends soon.
+            self.emulator.set_faults(_rules(self.delay_s, self.stall_s))
+        sockets_end = _sockets()
+        await asyncio.gather(*tasks)
+        return self._figures(
+            window=window,
+            cpu=cpu,
+            emulator_cpu=(
+                None
+                if emulator_cpu0 is None or emulator_cpu1 is None
+                else emulator_cpu1 - emulator_cpu0
+            ),
+            peak_sockets=peak_sockets,
+            sockets_end=sockets_end,
+            warm_s=warm_s,
+        )
+
+    def _figures(
+        self,
+        *,
+        window: float,
+        cpu: float,
+        emulator_cpu: float | None,
+        peak_sockets: int,
+        sockets_end: int | None,
+        warm_s: float,
+    ) -> dict[str, Any]:
+        others = [i for i in range(self.conversations) if i != self.stalled]
+        ended = [
+            e for i in range(self.conversations) for _, e in self.turns[i] if e <= self.deadline
+        ]
+        latencies = [e - b for i in others for b, e in self.turns[i] if b < self.deadline]
+        turns = len(ended)
+        out: dict[str, Any] = {
+            "conversations": self.conversations,
+            "window_s": window,
+            "warm_s": warm_s,
+            "turns": turns,
+            "turns_per_s": turns / window,
+            "p50_ms": ms(median(latencies)),
+            "p99_ms": ms(percentile(latencies, 99)),
+            "max_ms": ms(max(latencies)) if latencies else None,
+            "cpu_ms_per_turn": ms(cpu / turns) if turns else None,
+            "client_cores": cpu / window,
+            "emulator_cores": None if emulator_cpu is None else emulator_cpu / window,
+            "peak_sockets": peak_sockets,
+            "sockets_end": sockets_end,
+            "rss_mb": _rss_mb(),
+            "errors": self.errors[:5],
+        }
+        if self.stalled is not None:
+            stalled = self.turns[self.stalled]
+            out["stalled_turns"] = len([1 for _, e in stalled if e <= self.deadline])
+            out["others_turns"] = len(latencies)
+        return out
+
+
+async def load(subject: str, emulator: Any, scale: dict[str, Any]) -> dict[str, Any]:
+    """Every level, then the stall pairs; figures per run."""
+    from ._langgraph import _chat_graph
+
+    delay_s, stall_s = float(scale["delay_s"]), float(scale["stall_s"])
+    seconds, chars = float(scale["seconds"]), int(scale["chars"])
+    out: dict[str, Any] = {
+        "delay_s": delay_s,
+        "stall_s": stall_s,
+        "seconds": seconds,
+        "chars": chars,
+        "levels": {},
+        "stall": {"level": int(scale["stall_level"]), "base": [], "stalled": []},
+    }
+    emulator.set_faults(_rules(delay_s, stall_s))
+    async with _saver(subject, emulator) as saver:
+        graph = _chat_graph(saver, windowed=True, reply_chars=chars)
+        emulator.reset()
+        for level in scale["levels"]:
+            run = _Run(
+                graph,
+                emulator,
+                label=f"l{level}",
+                conversations=int(level),
+                seconds=seconds,
+                chars=chars,
+                delay_s=delay_s,
+                stall_s=stall_s,
+            )
+            out["levels"][str(level)] = await run.run()
+        out["requests"] = emulator.counts().get("requests", {})
+        level = int(scale["stall_level"])
+        for rep in range(int(scale["stall_reps"])):
+            for kind in ("base", "stalled"):
+                run = _Run(
+                    graph,
+                    emulator,
+                    label=f"s{rep}{kind[0]}",
+                    conversations=level,
+                    seconds=seconds,
+                    chars=chars,
+                    delay_s=delay_s,
+                    stall_s=stall_s,
+                    stalled=0 if kind == "stalled" else None,
+                )
+                out["stall"][kind].append(await run.run())
+    emulator.set_faults([])
+    return out
+
+
+async def run_unit(
+    workload: str,
+    subject_key: str,
+    scale: dict[str, Any],
+    workdir: Path,
+    *,
+    pg_dsn: str | None = None,
+    emulator: Any = None,
+) -> dict[str, Any]:
+    """Run the load workload for one saver (hosted only)."""
+    if emulator is None:
+        return {"skipped": "needs the emulator"}
+    if subject_key == "lc-hosted":
+        try:
+            import langchain_azure_ai.agents.hosting  # noqa: F401
+        except ImportError as exc:
+            return {"skipped": f"langchain-azure-ai[hosting] not installed: {exc}"}
+    return await load(subject_key, emulator, scale)
+
+
+# --------------------------------------------------------------------------- report
+
+
+def report_lines(results: dict[str, Any], scales: dict[str, Any], lines: list[str]) -> None:
+    """Render the section (nothing when it did not run)."""
+    from ._report import _num, _table
+
+    units = results.get("load", {})
+    ran = {
+        s: u["result"]
+        for s, u in units.items()
+        if isinstance(u.get("result"), dict) and "levels" in u["result"]
+    }
+    notes = [
+        f"{NAMES.get(s, s)}: " + (u.get("error") or u.get("result", {}).get("skipped", "?"))
+        for s, u in units.items()
+        if s not in ran
+    ]
+    if not ran and not notes:
+        return
+    first: dict[str, Any] = next(iter(ran.values()), {})
+    lines += [
+        "## Many conversations in one hosted process",
+        "",
+        "One process, one saver in hosted mode against the emulator (another process) with "
+        f"every storage request delayed {_num(ms(first.get('delay_s', 0)), 0)} ms; N "
+        "concurrent LangGraph chat conversations, each its own thread and its own end user "
+        "(a platform call id per turn, resolved by the emulator, and the user id, in the "
+        "request context as the hosts set it), turns back to back for "
+        f"{_num(first.get('seconds'), 0)} s after one warm-up turn each; messages of "
+        f"{first.get('chars')} characters, history windowed to 20 messages, `ainvoke` with "
+        "the default durability. Client CPU is this process's (every thread); emulator CPU "
+        "is the emulator process's, in cores busy over the window; sockets are the most "
+        "this process held open.",
+        "",
+    ]
+    rows = []
+    for subject, r in ran.items():
+        for level, f in r["levels"].items():
+            if "turns" not in f:
+                rows.append(
+                    [NAMES.get(subject, subject), level, "failed: " + "; ".join(f["errors"])]
+                )
+                continue
+            rows.append(
+                [
+                    NAMES.get(subject, subject),
+                    level,
+                    _num(f["turns_per_s"], 1),
+                    _num(f["p50_ms"], 0),
+                    _num(f["p99_ms"], 0),
+                    _num(f["p99_ms"] / f["p50_ms"] if f["p50_ms"] else None),
+                    _num(f["cpu_ms_per_turn"], 1),
+                    _num(f["client_cores"]),
+                    _num(f["emulator_cores"]),
+                    str(f["peak_sockets"]),
+                    _num(f["rss_mb"], 0),
+                ]
+            )
+    lines += _table(
+        [
+            "saver",
+            "conversations",
+            "turns/s",
+            "p50 ms",
+            "p99 ms",
+            "p99/p50",
+            "client CPU ms/turn",
+            "client cores",
+            "emulator cores",
+            "sockets (max)",
+            "RSS MB",
+        ],
+        rows,
+    )
+    stall_rows = []
+    for subject, r in ran.items():
+        st = r["stall"]
+        for kind in ("base", "stalled"):
+            for rep, f in enumerate(st[kind]):
+                if "turns" not in f:
+                    continue
+                stall_rows.append(
+                    [
+                        NAMES.get(subject, subject),
+                        f"{kind} #{rep + 1}",
+                        _num(f["turns_per_s"], 1),
+                        _num(f["p50_ms"], 0),
+                        _num(f["p99_ms"], 0),
+                        str(f.get("stalled_turns", "-")),
+                    ]
+                )
+        base = [f["p99_ms"] for f in st["base"] if "p99_ms" in f]
+        held = [f["p99_ms"] for f in st["stalled"] if "p99_ms" in f]
+        if base and held:
+            stall_rows.append(
+                [
+                    NAMES.get(subject, subject),
+                    "**others' p99, stalled / not**",
+                    "",
+                    "",
+                    f"**{median(held) / median(base):.2f}x**",
+                    "",
+                ]
+            )
+    if stall_rows:
+        level = first["stall"]["level"]
+        lines += [
+            f"Stalled conversation: {level} conversations, the requests of one of them held "
+            f"{_num(first['stall_s'], 0)} s each (a delay fault scoped to its user) while the "
+            f"{level - 1} others run; runs without and with the stall alternate. p50 / p99 "
+            "are the others' turns.",
+            "",
+        ]
+        lines += _table(
+            ["saver", "run", "turns/s", "p50 ms", "p99 ms", "stalled conversation's turns"],
+            stall_rows,
+        )
+    for note in notes:
+        lines.append(f"- {note}")
+    if notes:
+        lines.append("")
