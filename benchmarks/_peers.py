@@ -311,3 +311,128 @@ async def run_unit(
     if subject_key.startswith("lg-"):
         return await _langgraph(subject_key, scale, emulator)
     return await _maf(subject_key, scale, emulator)
+
+
+# --------------------------------------------------------------------------- report
+
+NAMES: dict[str, str] = {
+    "lg-fc-hosted": "**FoundryCheckpointer** hosted",
+    "lg-lc-hosted": "FoundryCheckpointSaver (langchain-azure-ai)",
+    "maf-fc-hosted": "**FoundryCheckpointStorage** hosted",
+    "maf-fh-hosted": "FoundryCheckpointStore (agent-framework-foundry-hosting)",
+}
+
+
+def _latest_cell(fig: dict[str, Any]) -> str:
+    verdict = "right" if fig["right"] == fig["trials"] else "**wrong**"
+    return (
+        f"{verdict}: {fig['right']} of {fig['trials']} "
+        f"(bursts of {fig['burst']}, {fig['one_second']} within one second)"
+    )
+
+
+def _big_cell(fig: dict[str, Any]) -> str:
+    size = f"{fig['bytes'] / 1e6:.1f} MB: "
+    if fig["ok"]:
+        return size + f"{fig['outcome']} ({fig['ms']:.0f} ms)"
+    return size + f"`{fig['outcome']}`"
+
+
+def report_lines(
+    results: dict[str, Any], scales: dict[str, Any], lines: list[str], number: int
+) -> None:
+    """The ``peers`` section of RESULTS.md."""
+    from ._report import _kb, _num, _ratio, _requests, _rss, _Section, _table
+
+    section = _Section(results, "peers", NAMES)
+    if not section.units:
+        return
+    scale = scales["peers"]
+    ran = section.ran()
+    ours = section.result("lg-fc-hosted") or {}
+    ours_ms = ours.get("chat", {}).get("mean_ms")
+    lines += [
+        f"## {number}. Peers on the same state store: langchain-azure-ai and "
+        "agent-framework-foundry-hosting",
+        "",
+        "Every row against the emulator in a process of its own (no delay), with the "
+        "emulator's credential and endpoint; the peers are otherwise unchanged. *Chat*: the "
+        f"graph of section 1 for {scale['steps']} turns after one warm-up turn "
+        f"({scale['chars']}-character messages, the history grows), through `ainvoke`: "
+        "langchain-azure-ai's `FoundryCheckpointSaver` is async-only (its sync methods raise "
+        "`NotImplementedError`, see *sync invoke*), so a sync app cannot use it. *stored* = "
+        "item value bytes the emulator accepted; *serialized* = bytes asked of LangGraph's "
+        "serializer. *Latest under same-second writes*: "
+        f"{scale['trials']} bursts of {scale['burst']} checkpoints written back to back inside "
+        "one store second (store timestamps are whole seconds and the emulator returns the keys "
+        "of one second in random order, as the service may), then the latest read back; right "
+        "= the newest checkpoint every time. *Past 1 MB*: one checkpoint holding an "
+        f"incompressible value of {scale['big_bytes'] / 1e6:.1f} MB (over the 1 MB item "
+        "limit), no blob store configured, written then read back.",
+        "",
+    ]
+    rows = []
+    for subject, r, unit in ran:
+        if not subject.startswith("lg-"):
+            continue
+        chat = r["chat"]
+        calls = (
+            f"{_num(chat['calls_first'], 1)} → {_num(chat['calls_last'], 1)}"
+            if chat["calls_first"] != chat["calls_last"]
+            else _num(chat["calls_last"], 1)
+        )
+        rows.append(
+            [
+                section.names[subject],
+                _num(chat["mean_ms"]),
+                _ratio(chat["mean_ms"], ours_ms),
+                _num(chat["last_ms"]),
+                _requests(chat["requests"]),
+                calls,
+                _kb(chat["item_bytes"]),
+                _kb(chat["serde_bytes"]),
+                _latest_cell(r["same_second"]),
+                _big_cell(r["big"]),
+                "works" if r["sync_invoke"] == "ok" else f"`{r['sync_invoke']}`",
+                _rss(unit),
+            ]
+        )
+    if rows:
+        tail = ours.get("chat", {}).get("tail", 1)
+        lines += _table(
+            [
+                "saver",
+                "ms/turn",
+                "x ours",
+                f"ms/turn, last {tail}",
+                "store calls/turn",
+                f"calls/turn, first {tail} → last {tail}",
+                "stored KB/turn",
+                "serialized KB/turn",
+                "latest under same-second writes",
+                "past 1 MB",
+                "sync invoke",
+                "peak RSS MB (+workload)",
+            ],
+            rows,
+        )
+    rows = [
+        [
+            section.names[subject],
+            _latest_cell(r["same_second"]),
+            _big_cell(r["big"]),
+        ]
+        for subject, r, _ in ran
+        if subject.startswith("maf-")
+    ]
+    if rows:
+        lines += [
+            "Agent Framework: the same two facts (`save` in a burst, then `get_latest`; one "
+            "`save` of a checkpoint whose state holds a random base64 string of "
+            f"{scale['big_bytes'] / 1e6:.1f} MB, then `load`). Store calls and ms per "
+            "superstep and `get_latest` by history length of both stores are in sections 7 "
+            "and 8.",
+            "",
+        ]
+        lines += _table(["storage", "latest under same-second writes", "past 1 MB"], rows)
+    section.close(lines)

@@ -710,6 +710,18 @@ def _load_section(results: dict[str, Any], scales: dict[str, Any], lines: list[s
     report_lines(results, scales, lines)
 
 
+def _peers(results: dict[str, Any], scales: dict[str, Any], lines: list[str]) -> None:
+    from ._peers import report_lines  # imported here: it uses this module's helpers
+
+    report_lines(results, scales, lines, 11)
+
+
+def _roundtrips(results: dict[str, Any], scales: dict[str, Any], lines: list[str]) -> None:
+    from ._roundtrips import report_lines  # imported here: it uses this module's helpers
+
+    report_lines(results, scales, lines, 12)
+
+
 _SECTIONS: tuple[Callable[[dict[str, Any], dict[str, Any], list[str]], None], ...] = (
     _lg_chat,
     _lg_growth,
@@ -720,6 +732,8 @@ _SECTIONS: tuple[Callable[[dict[str, Any], dict[str, Any], list[str]], None], ..
     _maf_latest,
     _hosted_threads,
     _memory_store,
+    _peers,
+    _roundtrips,
     _load_section,
 )
 

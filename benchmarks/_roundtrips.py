@@ -418,3 +418,203 @@ async def run_unit(
     if subject_key.startswith("maf-"):
         return await _maf(subject_key, scale, clock)
     return await _autogen(subject_key, scale, clock)
+
+
+# --------------------------------------------------------------------------- report
+
+NAMES: dict[str, str] = {
+    "lg-floor": "floor: InMemorySaver + one delay per saver call",
+    "lg-fc-hosted": "**FoundryCheckpointer** hosted",
+    "lg-lc-hosted": "FoundryCheckpointSaver (langchain-azure-ai)",
+    "maf-floor": "floor: InMemoryCheckpointStorage + one delay per call",
+    "maf-fc-hosted": "**FoundryCheckpointStorage** hosted",
+    "maf-fh-hosted": "FoundryCheckpointStore (agent-framework-foundry-hosting)",
+    "ag-floor": "floor: one delay per save",
+    "ag-fc-hosted": "**AutoGenStateStore** hosted",
+}
+
+
+def _x(value: float | None, base: float | None) -> str:
+    if value is None or not base:
+        return "-"
+    return f"{value / base:.2f}x"
+
+
+def _cell(fig: dict[str, Any] | None, floor: dict[str, Any] | None) -> list[str]:
+    """ms, round trips waited (x floor), longest chain (x floor)."""
+    from ._report import _num
+
+    if not fig:
+        return ["-", "-", "-"]
+    base = floor or {}
+    return [
+        _num(fig["ms"], 1),
+        f"{fig['waited']:.2f} ({_x(fig['waited'], base.get('waited'))})",
+        f"{_num(fig['chain'], 1)} ({_x(fig['chain'], base.get('chain'))})",
+    ]
+
+
+def ratios(results: dict[str, Any]) -> dict[str, dict[str, tuple[float, float]]]:
+    """Ours ÷ floor per delay and durability mode: ``(chain ratio, wall-waited ratio)``."""
+    units = results.get("roundtrips", {})
+    ours = (units.get("lg-fc-hosted") or {}).get("result") or {}
+    floor = (units.get("lg-floor") or {}).get("result") or {}
+    out: dict[str, dict[str, tuple[float, float]]] = {}
+    for delay, modes in ours.get("delays", {}).items():
+        base = floor.get("delays", {}).get(delay, {})
+        for mode in DURABILITY:
+            if mode in modes and mode in base:
+                out.setdefault(delay, {})[mode] = (
+                    modes[mode]["chain"] / base[mode]["chain"],
+                    modes[mode]["waited"] / base[mode]["waited"],
+                )
+    return out
+
+
+def _sequence_lines(section: Any, keys: Sequence[str], lines: list[str]) -> None:
+    for subject in keys:
+        r = section.result(subject)
+        if not r:
+            continue
+        for label, calls in r.get("sequences", {}).items():
+            if calls:
+                lines.append(f"- {section.names[subject]}, {label}: " + " → ".join(calls))
+    lines.append("")
+
+
+def report_lines(
+    results: dict[str, Any], scales: dict[str, Any], lines: list[str], number: int
+) -> None:
+    """The ``roundtrips`` section of RESULTS.md."""
+    from ._report import _num, _Section, _table
+
+    section = _Section(results, "roundtrips", NAMES)
+    if not section.units:
+        return
+    scale = scales["roundtrips"]
+    delays = [str(d) for d in scale["delays_ms"]]
+    ran = section.ran()
+    lines += [
+        f"## {number}. Round trips per turn: every store request delayed",
+        "",
+        "The emulator's pure delay fault holds every storage request "
+        + " or ".join(f"{d} ms" for d in delays)
+        + " before serving it, as a network round trip would (the emulator in a process of "
+        "its own; no other latency). *waited* = wall time ÷ delay (client and emulator CPU "
+        "included); *chain* = the longest chain of sequential requests in the turn, counted "
+        "from each request's start and end on the emulator's side (a chain's next request "
+        "starts after the previous one ended; requests in flight together cost one wait). "
+        "The floor is the framework's own in-memory store with one delay slept per call, "
+        "its chain counted from the sleeps the same way. Ratios divide by the floor at the "
+        "same delay.",
+        "",
+        f"### {number}a. LangGraph chat turns by durability mode",
+        "",
+        f"The chat graph of section 1 ({scale['chars']}-character messages), one thread per "
+        f"mode and delay, `ainvoke(..., durability=mode)`; the median of {scale['turns']} "
+        f"turns after {scale['warmup']} warm-up turns (the first turn of a new thread, which "
+        "creates its store, is shown apart below).",
+        "",
+    ]
+    floor = section.result("lg-floor") or {}
+    for delay in delays:
+        rows = []
+        for subject, r, _ in ran:
+            if not subject.startswith("lg-"):
+                continue
+            modes = r["delays"].get(delay, {})
+            base = floor.get("delays", {}).get(delay, {})
+            row = [section.names[subject]]
+            for mode in DURABILITY:
+                row += _cell(modes.get(mode), base.get(mode))
+            rows.append(row)
+        header = ["saver"]
+        for mode in DURABILITY:
+            header += [f"{mode}: ms/turn", f"{mode}: waited (x floor)", f"{mode}: chain (x floor)"]
+        lines += [f"Delay {delay} ms:", ""]
+        lines += _table(header, rows)
+    rows = []
+    for subject, r, _ in ran:
+        if subject.startswith("lg-"):
+            opened = r["delays"].get(delays[0], {}).get("open", {})
+            rows.append(
+                [section.names[subject]]
+                + [
+                    f"{opened[m]['chain']} ({opened[m]['calls']} calls)" if m in opened else "-"
+                    for m in DURABILITY
+                ]
+            )
+    lines += [f"First turn of a new thread (delay {delays[0]} ms): chain (requests):", ""]
+    lines += _table(["saver", *DURABILITY], rows)
+    lines += ["Calls of the last measured turn in start order, and the longest chain:", ""]
+    _sequence_lines(section, ("lg-floor", "lg-fc-hosted", "lg-lc-hosted"), lines)
+
+    lines += [
+        f"### {number}b. Agent Framework supersteps",
+        "",
+        f"The workflow of section 7 ({scale['supersteps']} supersteps, one checkpoint each, "
+        f"~{scale['payload']:,}-character message); {scale['runs']} runs on one context after "
+        "a first run that opens it; per superstep: the median run's wall time ÷ supersteps, "
+        "its chain ÷ supersteps.",
+        "",
+    ]
+    floor = section.result("maf-floor") or {}
+    rows = []
+    for subject, r, _ in ran:
+        if not subject.startswith("maf-"):
+            continue
+        row = [section.names[subject]]
+        for delay in delays:
+            row += _cell(r["delays"].get(delay), floor.get("delays", {}).get(delay))
+            row.append(_num(r["delays"].get(delay, {}).get("calls"), 2))
+        opened = r["delays"].get("open", {}).get(delays[0])
+        row.append(f"{opened['chain']} ({opened['calls']} calls)" if opened else "-")
+        rows.append(row)
+    header = ["storage"]
+    for delay in delays:
+        header += [
+            f"{delay} ms: ms/superstep",
+            f"{delay} ms: waited (x floor)",
+            f"{delay} ms: chain (x floor)",
+            f"{delay} ms: calls",
+        ]
+    lines += _table([*header, f"first run of a new context, {delays[0]} ms: chain"], rows)
+    _sequence_lines(section, ("maf-fc-hosted", "maf-fh-hosted"), lines)
+
+    lines += [
+        f"### {number}c. AutoGen saves",
+        "",
+        "`AutoGenStateStore.asave` of one agent's state (~"
+        f"{scale['payload']:,} characters) with `keep_versions=10` (the default): the first "
+        "ten saves, then "
+        f"{scale['saves']} more, each of which also deletes the oldest version; the median "
+        "save.",
+        "",
+    ]
+    floor = section.result("ag-floor") or {}
+    rows = []
+    for subject, r, _ in ran:
+        if not subject.startswith("ag-"):
+            continue
+        for delay in delays:
+            phases = r["delays"].get(delay, {})
+            base = floor.get("delays", {}).get(delay, {})
+            row = [section.names[subject], delay]
+            for phase in ("first 10", "past 10"):
+                row += _cell(phases.get(phase), base.get(phase))
+            rows.append(row)
+    lines += _table(
+        [
+            "store",
+            "delay ms",
+            "saves 2-10: ms",
+            "waited (x floor)",
+            "chain (x floor)",
+            "past 10: ms",
+            "waited (x floor)",
+            "chain (x floor)",
+        ],
+        rows,
+    )
+    _sequence_lines(section, ("ag-fc-hosted",), lines)
+    section.close(lines)
