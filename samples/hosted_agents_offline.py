@@ -1,9 +1,10 @@
-"""Two hosted agents, offline: a LangGraph graph and a MAF workflow served as Foundry runs them.
+"""Hosted agents, offline: a LangGraph graph, a MAF workflow and a MAF chat agent, as on Foundry.
 
 What it shows:
-- ``samples/hosted_agents/langgraph_agent.py`` (azure-ai-agentserver-invocations) and
-  ``samples/hosted_agents/maf_agent.py`` (agent-framework-foundry-hosting's
-  ``ResponsesHostServer``) run unchanged, each in its own process, in **hosted mode** against the
+- ``samples/hosted_agents/langgraph_agent.py`` (azure-ai-agentserver-invocations),
+  ``samples/hosted_agents/maf_agent.py`` and ``samples/hosted_agents/maf_chat_agent.py``
+  (agent-framework-foundry-hosting's ``ResponsesHostServer``, a workflow and an ``Agent``) run
+  unchanged, each in its own process, in **hosted mode** against the
   state-store emulator: ``FoundryEmulator.agent_environment()`` gives them what the platform
   gives a hosted agent (``FOUNDRY_HOSTING_ENVIRONMENT``, ``FOUNDRY_PROJECT_ENDPOINT``, a managed
   identity for ``DefaultAzureCredential``, trust in the emulator's certificate);
@@ -11,7 +12,9 @@ What it shows:
   ``x-agent-foundry-call-id`` that the emulator resolves to its user, and ``x-agent-user-id``;
 - one checkpointer (one provider) per process serves every user: Alice and Bob use the **same**
   thread id and the same conversation id and never see each other's state;
-- a server is killed while a question is pending; a new process answers it from the store.
+- a server is killed while a question is pending; a new process answers it from the store;
+- the chat agent's history (``FoundryHistoryProvider``) and sessions
+  (``FoundrySessionStoreProvider``) go on in a new process after a kill, each user's own.
 
 Run: ``python samples/hosted_agents_offline.py``
 """
@@ -143,6 +146,27 @@ def maf(env: dict[str, str], emulator: FoundryEmulator) -> None:
         agent.kill()
 
 
+def maf_chat(env: dict[str, str], emulator: FoundryEmulator) -> None:
+    print("MAF chat agent on ResponsesHostServer:")
+    agent = Agent("maf_chat_agent:app", env, emulator).start()
+    try:
+
+        def say(user: str, text: str) -> str:
+            body = {"input": text, "conversation": "conv_notes", "store": True}
+            response = agent.post(user, "/responses", body)
+            return str(response["output"][0]["content"][0]["text"])
+
+        for user, text in (("alice", "buy milk"), ("bob", "call the bank")):
+            print(f"  [{user}] conversation 'conv_notes': {say(user, text)}")
+        agent.kill()
+        print("  server killed; a new process starts")
+        agent.start()
+        for user, text in (("alice", "book a table"), ("bob", "pay rent")):
+            print(f"  [{user}] conversation 'conv_notes': {say(user, text)}")
+    finally:
+        agent.kill()
+
+
 def main() -> None:
     os.environ.setdefault("AZURE_AI_AGENTSERVER_DISABLE_EXPERIMENTAL_WARNING", "true")
     root = os.environ.get("AGENTSERVER_STATE_ROOT") or tempfile.mkdtemp(prefix="hosted-agents-")
@@ -154,6 +178,7 @@ def main() -> None:
         }
         langgraph(env, emulator)
         maf(env, emulator)
+        maf_chat(env, emulator)
         print(f"state-store requests served: {sum(emulator.requests.values())}")
 
 

@@ -161,9 +161,17 @@ def test_hosted_agents_offline(sample_env: dict[str, str]) -> None:
         "[alice] answered: notified: Approve taxi 38 EUR (claim 1)? -> approved",
         "[bob] answered: notified: Approve hotel 120 EUR (claim 1)? -> rejected",
         "[alice] next: Approve train 20 EUR (claim 2)?",
-        out[15],
+        "MAF chat agent on ResponsesHostServer:",
     ]
-    assert re.fullmatch(r"state-store requests served: \d+", out[15])
+    assert out[16:22] == [
+        "[alice] conversation 'conv_notes': 1 notes: buy milk",
+        "[bob] conversation 'conv_notes': 1 notes: call the bank",
+        "server killed; a new process starts",
+        "[alice] conversation 'conv_notes': 2 notes: buy milk; book a table",
+        "[bob] conversation 'conv_notes': 2 notes: call the bank; pay rent",
+        out[21],
+    ]
+    assert re.fullmatch(r"state-store requests served: \d+", out[21])
 
 
 def test_autogen_grpc_failover(sample_env: dict[str, str]) -> None:
