@@ -1,0 +1,164 @@
+"""The store calls docs/maf-agents.md states for the history provider and the session store.
+
+The page's cost tables are measured numbers; these tests hold them: item calls (both modes,
+counted at the session's store) and, in hosted mode, the HTTP requests the emulator routes,
+including what a new object's first calls add. The flat append and read-last costs at 10 and
+2,000 messages are in test_history_provider.py, one call per session operation in
+test_session_store.py.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections import Counter
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any
+
+import pytest
+from agent_framework import AgentSession, Message
+
+from foundry_checkpoint_maf import FoundryHistoryProvider
+from tests._counting_store import CountingStore
+
+with warnings.catch_warnings():  # MAF's SessionStore is experimental: it warns when subclassed
+    warnings.simplefilter("ignore")
+    from foundry_checkpoint_maf import FoundrySessionStore
+
+pytestmark = pytest.mark.filterwarnings(
+    "ignore::agent_framework._feature_stage.ExperimentalWarning"
+)
+
+MakeHistory = Callable[..., FoundryHistoryProvider]
+
+
+@pytest.fixture
+async def make_history(store_env: Any) -> AsyncIterator[MakeHistory]:
+    made: list[FoundryHistoryProvider] = []
+
+    def _make(**options: Any) -> FoundryHistoryProvider:
+        provider = FoundryHistoryProvider(**store_env.kwargs(**options))
+        made.append(provider)
+        return provider
+
+    yield _make
+    for provider in made:
+        await provider.aclose()
+
+
+def _numbered(start: int, count: int) -> list[Message]:
+    role = ("user", "assistant")
+    return [
+        Message(role[i % 2], [f"m-{i}"], message_id=f"m-{i}") for i in range(start, start + count)
+    ]
+
+
+async def _counting(history: FoundryHistoryProvider, session: str) -> CountingStore:
+    core = history._core
+    scope = await core.arun(core.scope(session))
+    counting = CountingStore(scope.store)
+    scope.store = counting
+    return counting
+
+
+async def _requests(store_env: Any, call: Awaitable[Any]) -> Counter[str]:
+    """The HTTP requests ``call`` sent, by route (hosted mode; empty locally)."""
+    if store_env.emulator is None:
+        await call
+        return Counter()
+    store_env.emulator.reset_counts()
+    await call
+    return Counter({k: v for k, v in store_env.emulator.requests.items() if v})
+
+
+async def test_a_replayed_turn_costs_reads_only(store_env: Any, make_history: MakeHistory) -> None:
+    history = make_history()
+    await history.save_messages("replay", _numbered(0, 10))
+    counting = await _counting(history, "replay")
+    sent = await _requests(store_env, history.save_messages("replay", _numbered(9, 1)))
+    assert counting.calls == Counter({"get_item": 2})  # the head and the one tail message
+    counting.calls.clear()
+    await history.save_messages("replay", _numbered(7, 3))
+    assert counting.calls == Counter({"get_item": 4})  # 1 + k, nothing written
+    if store_env.emulator is not None:
+        assert sent == Counter({"get_item": 2})
+    assert len(await history.get_messages("replay")) == 10
+
+
+async def test_an_append_into_a_full_window_reads_and_deletes_what_falls_out(
+    store_env: Any, make_history: MakeHistory
+) -> None:
+    history = make_history(max_messages=10)
+    await history.save_messages("window", _numbered(0, 5))
+    await history.save_messages("window", _numbered(5, 5))
+    counting = await _counting(history, "window")
+    sent = await _requests(store_env, history.save_messages("window", _numbered(10, 2)))
+    # 2 + 2k, and a read and a delete per message pushed out
+    assert counting.calls == Counter({"get_item": 5, "set_item": 3, "delete_item": 2})
+    if store_env.emulator is not None:
+        assert sent == Counter({"get_item": 5, "put_item": 3, "delete_item": 2})
+    assert [m.text for m in await history.get_messages("window")] == [
+        f"m-{i}" for i in range(2, 12)
+    ]
+
+
+@pytest.mark.parametrize("length", [10, 250])
+async def test_delete_session_costs_one_delete_per_item(
+    store_env: Any, make_history: MakeHistory, length: int
+) -> None:
+    history = make_history()
+    await history.save_messages("gone", _numbered(0, length))
+    counting = await _counting(history, "gone")
+    sent = await _requests(store_env, history.delete_session("gone"))
+    pages = (length + 2 + 99) // 100  # the messages, the head and the spill namespace
+    # the head, the spill namespace; a listing per 100 items; every message, head, namespace
+    assert counting.calls == Counter({"get_item": 2, "list_keys": pages, "delete_item": length + 2})
+    if store_env.emulator is not None:  # and the session's entry in the user's index
+        assert sent == Counter({"get_item": 2, "list_keys": pages, "delete_item": length + 3})
+    assert await history.get_messages("gone") == []
+
+
+@pytest.mark.parametrize("store_mode", ["hosted"])  # store routes: the embedded store has none
+@pytest.mark.parametrize("length", [10, 300])
+async def test_what_a_new_object_and_a_new_session_add(
+    store_env: Any, make_history: MakeHistory, length: int
+) -> None:
+    writer = make_history()
+    await writer.save_messages("long", _numbered(0, length))
+    assert await _requests(store_env, writer.get_messages("never-written")) == Counter(
+        {"get_store": 1}  # not found, nothing created
+    )
+    new_session = await _requests(store_env, writer.save_messages("fresh", _numbered(0, 2)))
+    assert new_session == Counter(
+        {"get_store": 2, "create_store": 1, "get_item": 2, "create_item": 1, "put_item": 3}
+    )
+    assert sum(new_session.values()) == 9
+    assert await _requests(store_env, writer.save_messages("fresh", _numbered(2, 2))) == Counter(
+        {"get_item": 3, "put_item": 3}
+    )
+    fresh = make_history()  # a new process
+    read = await _requests(store_env, fresh.get_messages("long", last=20))
+    assert read == Counter({"get_store": 1, "get_item": 1 + min(20, length)})
+    append = await _requests(store_env, fresh.save_messages("long", _numbered(length, 2)))
+    assert append == Counter({"get_store": 2, "get_item": 4, "put_item": 4})
+    assert await _requests(store_env, fresh.save_messages("long", _numbered(length + 2, 2))) == (
+        Counter({"get_item": 3, "put_item": 3})
+    )
+
+
+@pytest.mark.parametrize("store_mode", ["hosted"])
+async def test_a_session_stores_first_set_and_then_one_request(store_env: Any) -> None:
+    async with FoundrySessionStore(**store_env.kwargs()) as sessions:
+        session = AgentSession(session_id="c1")
+        session.state["topic"] = "billing"
+        assert await _requests(store_env, sessions.get("c1")) == Counter({"get_store": 1})
+        first = await _requests(store_env, sessions.set("c1", session))
+        assert sum(first.values()) == 9, first
+        assert first["create_item"] == 1
+        steps: list[tuple[Awaitable[Any], Counter[str]]] = [
+            (sessions.get("c1"), Counter({"get_item": 1})),
+            (sessions.set("c1", session), Counter({"put_item": 1})),
+            (sessions.list_sessions(), Counter({"list_keys": 1})),
+            (sessions.delete("c1"), Counter({"delete_item": 1})),
+        ]
+        for call, expected in steps:
+            assert await _requests(store_env, call) == expected
