@@ -4,6 +4,11 @@ Every command goes through the public API of
 :class:`~foundry_checkpoint_maf.FoundryCheckpointStorage`; listings and counts come from the
 store's key listing (``list_stored``), so no checkpoint is read just to be counted. ``--prefix``
 defaults to ``maf``, the storage's own default. ``show`` reads one checkpoint.
+
+``sessions`` and ``history`` show what an agent's
+:class:`~foundry_checkpoint_maf.FoundryHistoryProvider` keeps (``--prefix`` defaults to
+``maf-history``, the provider's default), through its read-only ``list_sessions`` and
+``inspect``: nothing is written and no TTL renewed.
 """
 
 from __future__ import annotations
@@ -17,11 +22,17 @@ import typer
 
 from .._core import DEFAULT_GC_GRACE_SECONDS
 from . import _common
+from ._agents import HISTORY_PREFIX, history_json, session_json
 from ._common import DryRunFlag, GraceOption, JsonFlag, Options
 from ._format import jsonable, preview
 
 if TYPE_CHECKING:
-    from foundry_checkpoint_maf import FoundryCheckpointStorage, StoredCheckpoint
+    from foundry_checkpoint_maf import (
+        FoundryCheckpointStorage,
+        FoundryHistoryProvider,
+        StoredCheckpoint,
+        StoredHistory,
+    )
 
 __all__ = ["MAF_PREFIX", "app"]
 
@@ -30,8 +41,10 @@ T = TypeVar("T")
 
 app = typer.Typer(
     help=(
-        "Microsoft Agent Framework checkpoints (FoundryCheckpointStorage): contexts, their "
-        "workflows' checkpoints and lineage; delete, prune, gc. --prefix defaults to 'maf'."
+        "Microsoft Agent Framework: workflow checkpoints (FoundryCheckpointStorage): contexts, "
+        "their workflows' checkpoints and lineage; delete, prune, gc (--prefix defaults to "
+        "'maf'); agent sessions and their histories (FoundryHistoryProvider): sessions, history "
+        "(--prefix defaults to 'maf-history')."
     ),
     no_args_is_help=True,
     add_completion=False,
@@ -42,7 +55,8 @@ app = typer.Typer(
 
 @app.callback()
 def _group(ctx: typer.Context, json_out: JsonFlag = False) -> None:
-    """Microsoft Agent Framework checkpoints: contexts, checkpoints, show, delete, prune, gc."""
+    """Microsoft Agent Framework: contexts, checkpoints, show, delete, prune, gc; sessions and
+    history of agents."""
     _common.options(ctx, json_out)
 
 
@@ -425,3 +439,154 @@ def gc(
 
     backend, report = _run(opts, work())
     _common.gc_report(opts, backend, report, scope="context", grace=grace)
+
+
+# -- agents: FoundryHistoryProvider's sessions and histories ---------------------------------
+SessionArg = Annotated[
+    str,
+    typer.Argument(
+        help="session id (the agent session's session_id; '' for the default, session_id=None)"
+    ),
+]
+
+
+def _history_prefix(opts: Options) -> str:
+    return opts.prefix or HISTORY_PREFIX
+
+
+@asynccontextmanager
+async def _history(opts: Options) -> AsyncIterator[FoundryHistoryProvider]:
+    from foundry_checkpoint_maf import FoundryHistoryProvider
+
+    provider = FoundryHistoryProvider(**opts.store_kwargs(_history_prefix(opts)))
+    try:
+        yield provider
+    finally:
+        await provider.aclose()
+
+
+def _session_named(session: str | None) -> str:
+    return f"session {session!r}" if session else "the default session"
+
+
+@app.command()
+def sessions(
+    ctx: typer.Context,
+    limit: Annotated[int, typer.Option(min=1, help="at most this many sessions")] = 100,
+    offset: Annotated[int, typer.Option(min=0, help="skip this many first")] = 0,
+    json_out: JsonFlag = False,
+) -> None:
+    """List this user's agent sessions (FoundryHistoryProvider): messages kept, last append.
+
+    Sorted by session id; each costs one read (its history head), no message is read.
+    --prefix defaults to 'maf-history', the provider's own default.
+    """
+    opts = _common.options(ctx, json_out)
+
+    async def collect() -> tuple[dict[str, Any], list[dict[str, Any]], bool]:
+        async with _history(opts) as provider:
+            ids = await provider.list_sessions()
+            rows: list[dict[str, Any]] = []
+            for session_id in ids[offset : offset + limit]:
+                stored = await provider.inspect(session_id, limit=0)
+                if stored is not None:  # registered, but emptied or expired: not a session
+                    rows.append(session_json(stored))
+            return _common.backend(provider), rows, len(ids) > offset + limit
+
+    backend, rows, more = _run(opts, collect())
+    if opts.json:
+        _common.emit_json({"backend": backend, "offset": offset, "sessions": rows})
+        return
+    out = _common.console()
+    _common.header(out, backend)
+    if not rows:
+        out.print("no sessions" if not offset else f"no sessions past --offset {offset}")
+        return
+    grid = _common.table("session", "messages", "sequence numbers", "last append")
+    for row in rows:
+        _common.row(
+            grid,
+            "(default: '')" if row["session_id"] is None else row["session_id"],
+            row["message_count"],
+            f"{row['first_seq']}..{row['next_seq'] - 1}" if row["message_count"] else "-",
+            row["updated_at"],
+        )
+    out.print(grid)
+    hint = f"; more with --offset {offset + limit}" if more else ""
+    out.print(f"{len(rows)} session(s){hint}")
+
+
+#: Messages ``maf history`` shows when neither --limit nor --last says how many.
+HISTORY_PAGE = 50
+
+
+@app.command()
+def history(
+    ctx: typer.Context,
+    session: SessionArg,
+    last: Annotated[
+        int | None, typer.Option("--last", min=1, help="only the last N messages")
+    ] = None,
+    limit: Annotated[
+        int | None,
+        typer.Option(min=1, help=f"at most this many (default {HISTORY_PAGE}, or --last's N)"),
+    ] = None,
+    offset: Annotated[
+        int, typer.Option(min=0, help="skip this many first (of the messages --last selects)")
+    ] = 0,
+    json_out: JsonFlag = False,
+) -> None:
+    """Show a session's messages, oldest first: role, author, text and contents, stored size.
+
+    Read-only (nothing written, no TTL renewed); one head read and one read per message shown.
+    --prefix defaults to 'maf-history', the provider's own default.
+    """
+    opts = _common.options(ctx, json_out)
+    size = limit if limit is not None else (last if last is not None else HISTORY_PAGE)
+    session_id = session or None
+
+    async def collect() -> tuple[dict[str, Any], StoredHistory | None]:
+        async with _history(opts) as provider:
+            stored = await provider.inspect(session_id, offset=offset, limit=size, last=last)
+            return _common.backend(provider), stored
+
+    backend, stored = _run(opts, collect())
+    if stored is None:
+        _common.fail(
+            f"{_session_named(session_id)} has no history under prefix {_history_prefix(opts)!r}"
+        )
+    data = history_json(stored, offset=offset)
+    if opts.json:
+        _common.emit_json({"backend": backend, **data})
+        return
+    out = _common.console()
+    _common.header(out, backend)
+    window = stored.count if last is None else min(last, stored.count)
+    _common.say(
+        out,
+        f"{_session_named(session_id)}: {stored.count} message(s) kept "
+        f"(sequence numbers {stored.first}..{stored.next - 1}), last append {data['updated_at']}",
+    )
+    if not data["messages"]:
+        out.print("no messages in this window")
+        return
+    grid = _common.table("seq", "role", "author", "contents", "size")
+    for item in data["messages"]:
+        if item["error"] is not None:
+            _common.row(grid, item["seq"], "?", "-", f"cannot be read: {item['error']}", "-")
+            continue
+        spilled = " (spilled)" if item["spilled"] else ""
+        _common.row(
+            grid,
+            item["seq"],
+            item["role"],
+            item["author_name"] or "-",
+            " · ".join(item["contents"]) or "(no contents)",
+            f"{item['size']:,} B{spilled}",
+        )
+    out.print(grid)
+    shown_to = offset + size
+    hint = f"; more with --offset {shown_to}" if window > shown_to else ""
+    first_shown = data["messages"][0]["seq"]
+    last_shown = data["messages"][-1]["seq"]
+    out.print(f"seq {first_shown}..{last_shown}: {len(data['messages'])} of {window}{hint}")

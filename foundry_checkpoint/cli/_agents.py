@@ -1,0 +1,143 @@
+"""Agent Framework agents' sessions and histories as the commands and the explorer show them.
+
+``foundry-checkpoint maf sessions`` and ``maf history`` and the explorer's session pages read a
+``FoundryHistoryProvider``'s stores through its read-only inspection
+(``list_sessions``, ``inspect``: nothing written, no TTL renewed) and print the rows built
+here, so the two always say the same. A message's contents are summarised one line each
+(its text, ``call name({...})``, ``result of call-1: ...``, ``data image/png``...); the whole
+message is ``Message.to_dict()``.
+
+Example:
+    >>> content_summary({"type": "function_call", "name": "lookup", "arguments": {"q": 1}})
+    'call lookup({"q": 1})'
+    >>> content_summary({"type": "text", "text": "a\\n  b"})
+    'a b'
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any, Final
+
+from ._format import jsonable
+
+if TYPE_CHECKING:
+    from foundry_checkpoint_maf import StoredHistory, StoredMessage
+
+__all__ = [
+    "HISTORY_PREFIX",
+    "content_summary",
+    "history_json",
+    "iso",
+    "message_json",
+    "session_json",
+]
+
+HISTORY_PREFIX: Final = "maf-history"
+"""``FoundryHistoryProvider``'s default ``store_prefix``: ``maf sessions``/``history``'s default."""
+
+SUMMARY_WIDTH: Final = 160
+"""A content's summary is cut to this many characters."""
+
+_SKIP: Final = frozenset({"type", "additional_properties", "raw_representation"})
+
+
+def iso(seconds: int) -> str:
+    """Unix seconds as ISO 8601 UTC.
+
+    Example:
+        >>> iso(1_767_225_600)
+        '2026-01-01T00:00:00+00:00'
+    """
+    return datetime.datetime.fromtimestamp(seconds, tz=datetime.timezone.utc).isoformat()
+
+
+def _compact(value: Any) -> str:
+    return json.dumps(jsonable(value), ensure_ascii=False, separators=(", ", ": "))
+
+
+def _cut(text: str, width: int = SUMMARY_WIDTH) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def content_summary(content: Mapping[str, Any]) -> str:
+    """One content of a message (``Content.to_dict()``) on one line, cut to 160 characters.
+
+    Example:
+        >>> content_summary({"type": "function_result", "call_id": "c1", "result": {"t": 21}})
+        'result of c1: {"t": 21}'
+        >>> content_summary({"type": "data", "media_type": "image/png", "uri": "data:..."})
+        'data image/png'
+    """
+    kind = str(content.get("type", "?"))
+    if kind == "text":
+        return _cut(str(content.get("text", "")))
+    if kind == "text_reasoning":
+        return _cut(f"reasoning: {content.get('text') or ''}")
+    if kind == "function_call":
+        arguments = content.get("arguments")
+        shown = arguments if isinstance(arguments, str) else _compact(arguments or {})
+        return _cut(f"call {content.get('name')}({shown})")
+    if kind == "function_result":
+        if content.get("exception") is not None:
+            return _cut(f"result of {content.get('call_id')}: raised {content.get('exception')}")
+        return _cut(f"result of {content.get('call_id')}: {_compact(content.get('result'))}")
+    if kind in ("data", "uri", "hosted_file"):
+        parts = [kind, content.get("media_type"), content.get("name")]
+        if kind == "uri":
+            parts.append(content.get("uri"))
+        if kind == "hosted_file":
+            parts.append(content.get("file_id"))
+        return _cut(" ".join(str(p) for p in parts if p))
+    if kind == "error":
+        return _cut(f"error {content.get('error_code') or ''}: {content.get('message') or ''}")
+    rest = {k: v for k, v in content.items() if k not in _SKIP and v is not None}
+    return _cut(f"{kind} {_compact(rest)}" if rest else kind)
+
+
+def message_json(stored: StoredMessage) -> dict[str, Any]:
+    """One stored message as ``maf history --json`` prints it.
+
+    ``text`` is MAF's ``Message.text`` (the text contents joined), ``contents`` one summary per
+    content, ``message`` the whole ``Message.to_dict()``; a message that does not decode has
+    ``error`` set and those fields None.
+    """
+    message = stored.message
+    data = None if message is None else message.to_dict()
+    contents = [] if data is None else data.get("contents", [])
+    return {
+        "seq": stored.seq,
+        "role": None if message is None else str(message.role),
+        "author_name": None if message is None else message.author_name,
+        "message_id": None if message is None else message.message_id,
+        "text": None if message is None else message.text,
+        "contents": [content_summary(c) for c in contents if isinstance(c, Mapping)],
+        "size": stored.size,
+        "spilled": stored.spilled,
+        "updated_at": iso(stored.updated_at),
+        "error": stored.error,
+        "message": None if data is None else jsonable(data),
+    }
+
+
+def session_json(history: StoredHistory) -> dict[str, Any]:
+    """One row of ``maf sessions --json``: the session and what its head says."""
+    return {
+        "session_id": history.session_id,
+        "message_count": history.count,
+        "first_seq": history.first,
+        "next_seq": history.next,
+        "updated_at": iso(history.updated_at),
+    }
+
+
+def history_json(history: StoredHistory, *, offset: int) -> dict[str, Any]:
+    """``maf history --json`` without ``backend``: the head, the window, its messages."""
+    return {
+        **session_json(history),
+        "offset": offset,
+        "messages": [message_json(m) for m in history.messages],
+    }
