@@ -78,6 +78,11 @@ SECTIONS: dict[str, tuple[str, str, tuple[str, ...]]] = {
             "ag-fc-hosted",
         ),
     ),
+    "maf-agents": (
+        "_maf_agents",
+        "turns",
+        ("memory", "file", "fhp-local", "fhp-hosted", "fass-hosted", "fss-hosted"),
+    ),
 }
 
 FULL: dict[str, dict[str, Any]] = {
@@ -110,7 +115,7 @@ FULL: dict[str, dict[str, Any]] = {
         "stall_reps": 2,
     },
     "roundtrips": {
-        "delays_ms": [10, 50],
+        "delays_ms": [0, 10, 50],
         "turns": 10,
         "warmup": 2,
         "chars": 2500,
@@ -118,6 +123,15 @@ FULL: dict[str, dict[str, Any]] = {
         "runs": 3,
         "payload": 1000,
         "saves": 10,
+    },
+    "maf-agents": {
+        "sizes": [10, 2_000],
+        "reps": 10,
+        "chars": 300,
+        "grow_from_kb": 900,
+        "grow_reply_chars": 16_000,
+        "grow_after": 3,
+        "grow_max_turns": 40,
     },
 }
 
@@ -151,7 +165,7 @@ QUICK: dict[str, dict[str, Any]] = {
         "stall_reps": 1,
     },
     "roundtrips": {
-        "delays_ms": [10, 50],
+        "delays_ms": [0, 10, 50],
         "turns": 3,
         "warmup": 2,
         "chars": 2500,
@@ -159,6 +173,15 @@ QUICK: dict[str, dict[str, Any]] = {
         "runs": 1,
         "payload": 1000,
         "saves": 3,
+    },
+    "maf-agents": {
+        "sizes": [10, 200],
+        "reps": 3,
+        "chars": 300,
+        "grow_from_kb": 960,
+        "grow_reply_chars": 16_000,
+        "grow_after": 1,
+        "grow_max_turns": 20,
     },
 }
 

@@ -722,6 +722,12 @@ def _roundtrips(results: dict[str, Any], scales: dict[str, Any], lines: list[str
     report_lines(results, scales, lines, 12)
 
 
+def _maf_agents(results: dict[str, Any], scales: dict[str, Any], lines: list[str]) -> None:
+    from ._maf_agents import report_lines  # imported here: it uses this module's helpers
+
+    report_lines(results, scales, lines, 13)
+
+
 _SECTIONS: tuple[Callable[[dict[str, Any], dict[str, Any], list[str]], None], ...] = (
     _lg_chat,
     _lg_growth,
@@ -734,6 +740,7 @@ _SECTIONS: tuple[Callable[[dict[str, Any], dict[str, Any], list[str]], None], ..
     _memory_store,
     _peers,
     _roundtrips,
+    _maf_agents,
     _load_section,
 )
 
