@@ -9,13 +9,15 @@ test_session_store.py.
 
 from __future__ import annotations
 
+import base64
+import random
 import warnings
 from collections import Counter
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 import pytest
-from agent_framework import AgentSession, Message
+from agent_framework import AgentSession, Content, Message
 
 from foundry_checkpoint_maf import FoundryHistoryProvider
 from tests._counting_store import CountingStore
@@ -162,3 +164,56 @@ async def test_a_session_stores_first_set_and_then_one_request(store_env: Any) -
         ]
         for call, expected in steps:
             assert await _requests(store_env, call) == expected
+
+
+async def test_one_message_and_the_whole_history(store_env: Any, make_history: MakeHistory) -> None:
+    history = make_history()
+    await history.save_messages("whole", _numbered(0, 149))
+    counting = await _counting(history, "whole")
+    sent = await _requests(store_env, history.save_messages("whole", _numbered(149, 1)))
+    assert counting.calls == Counter({"get_item": 2, "set_item": 2})  # 2 + 2k, k = 1
+    counting.calls.clear()
+    read = await _requests(store_env, history.get_messages("whole"))
+    assert counting.calls == Counter({"get_item": 151})  # the head and 150 messages, 2 pages
+    if store_env.emulator is not None:
+        assert sent == Counter({"get_item": 2, "put_item": 2})
+        assert read == Counter({"get_item": 151})
+
+
+def _big_text() -> str:
+    # incompressible, over the 1 MB item limit once in JSON (compression cannot keep it inline)
+    return base64.b64encode(random.Random(7).randbytes(900_000)).decode()
+
+
+@pytest.mark.parametrize("store_mode", ["hosted"])  # chunk items: hosted mode without blob store
+async def test_a_message_and_a_session_over_the_item_limit(
+    store_env: Any, make_history: MakeHistory
+) -> None:
+    big = _big_text()
+    tool = Message("tool", [Content.from_function_result("c1", result=big)], message_id="t")
+    history = make_history()
+    await history.save_messages("warm", _numbered(0, 1))  # the user's index is open now
+    append = await _requests(store_env, history.save_messages("big", [tool]))
+    assert sum(append.values()) == 13, append  # a new session's store, the chunks, the message
+    fresh = make_history()
+    back: list[Message] = []
+
+    async def _read() -> None:
+        back.extend(await fresh.get_messages("big"))
+
+    read = await _requests(store_env, _read())
+    assert read == Counter({"get_store": 1, "get_item": 6})
+    assert [m.to_dict() for m in back] == [tool.to_dict()]
+    async with FoundrySessionStore(**store_env.kwargs()) as sessions:
+        await sessions.set("small", AgentSession(session_id="small"))  # the store exists now
+        session = AgentSession(session_id="big")
+        session.state["blob"] = big
+        stored = await _requests(store_env, sessions.set("big", session))
+        assert sum(stored.values()) == 6, stored
+        got: list[AgentSession | None] = []
+
+        async def _get() -> None:
+            got.append(await sessions.get("big"))
+
+        assert await _requests(store_env, _get()) == Counter({"get_item": 3})
+        assert got[0] is not None and got[0].state == {"blob": big}
