@@ -11,12 +11,19 @@ Every user talks in a conversation with the same id, and one user follows respon
 ``previous_response_id`` instead; the server is killed mid-conversation and a new process goes on
 with each user's history. The stand-in model lists the user messages it was sent, so each reply
 shows the history the agent loaded; the stores are then read as each user directly.
+
+A server killed in the middle of a turn shows the host's own rule for conversations whose
+history the agent keeps: it claims the conversation in the session store before the run and
+releases the claim when it saves the session after it, so a conversation whose turn died with
+its process is refused from then on ("start a new conversation"); the turns before it stay in
+the history, and the dead turn stored nothing (MAF stores a run's messages after the run).
 """
 
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Callable
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -24,10 +31,12 @@ from agent_framework import AgentSession
 
 from foundry_checkpoint_maf import FoundryHistoryProvider, FoundrySessionStore
 
-from ._kills import prepare
+from ._kills import events, prepare, wait_until
 from .conftest import Host, Platform
 
 APP = "maf_chat_agent:app"
+SLOW_APP = "slow_chat_agent:app"  # the sample's agent, with a model that can be slow
+APPS = Path(__file__).resolve().parent / "apps"
 CONVERSATION = "conv_notes"  # every user's conversation has the same id
 USERS = ["alice", "bob", "carol", "dave", "erin"]
 CHAINED = "frank"  # follows previous_response_id, no conversation
@@ -178,3 +187,43 @@ async def test_store_calls_of_a_turn(platform: Platform) -> None:
             # session claim, commit by response id and by conversation; head; two messages
             "put_item": 3 + 1 + 2,
         }, per_turn
+
+
+@pytest.mark.parametrize("mode", ["local", "hosted"])
+async def test_a_turn_killed_mid_run_leaves_the_hosts_claim_on_its_conversation(
+    platform: Platform, mode: str, as_user: Callable[[str], Opened]
+) -> None:
+    journal = prepare(platform, mode)
+    host = platform.start(SLOW_APP, apps=APPS)
+    for user in ("alice", "bob"):
+        said = respond(host, user, {"conversation": CONVERSATION, "input": note(user, 0)})
+        assert text(said) == reply([note(user, 0)])
+    slow = {"store": True, "conversation": CONVERSATION, "input": "alice: slowly, please"}
+    with ThreadPoolExecutor(1) as pool:
+        pending = pool.submit(host.post, "alice", "/responses", slow)
+
+        def running() -> bool:
+            return any(e["text"] == slow["input"] for e in events(journal))
+
+        wait_until(running, 60, "the slow turn", host)
+        host.kill()  # while the model is answering
+        assert pending.exception(timeout=60) is not None  # the connection died with the server
+    host = platform.start(SLOW_APP, apps=APPS)
+
+    # Bob's conversation with the same id goes on; Alice's is refused by the host.
+    said = respond(host, "bob", {"conversation": CONVERSATION, "input": note("bob", 1)})
+    assert text(said) == reply([note("bob", 0), note("bob", 1)])
+    refused = host.post(
+        "alice", "/responses", {"store": True, "conversation": CONVERSATION, "input": "again"}
+    )
+    assert refused.status_code == 200 and refused.json()["status"] == "failed", refused.text
+    assert "already has an in-flight turn" in refused.json()["error"]["message"]
+    # Her history holds the turn before; the killed turn stored nothing.
+    sessions, history = as_user("alice")
+    session = await sessions.get(CONVERSATION)
+    assert session is not None
+    messages = await history.get_messages(session.session_id)
+    assert [m.text for m in messages] == [note("alice", 0), reply([note("alice", 0)])]
+    # A new conversation starts from nothing.
+    fresh = respond(host, "alice", {"conversation": "conv_notes_2", "input": "alice: hello"})
+    assert text(fresh) == reply(["alice: hello"])
