@@ -29,9 +29,10 @@ characters each, user and assistant in turn; not timed), then ``reps`` times eac
   others read the whole history and slice it; session stores: ``get``).
 
 Then ``grow``: a session filled to ~``grow_from_kb`` KB, and agent turns whose replies are
-``grow_reply_chars`` characters (a long tool result, say) until the session passes the 1 MB item
-limit and ``grow_after`` more turns ran, or a turn failed (session stores only: the providers
-store one item per message, so a history's length never meets the limit).
+``grow_reply_chars`` characters of base64 (an attachment or a binary tool result) until a turn
+failed, or ``grow_after`` turns had written the session past the item limit of 1,000,000
+serialized bytes (into chunks or blobs), or ``grow_max_turns`` ran (session stores only: the
+providers store one item per message, so a history's length never meets the limit).
 
 Counts per op: store calls (hosted: counted by the emulator; local: in-process, in the same
 units), bytes written (item values, spilled blobs; ``file``: bytes appended to its file) and
@@ -40,8 +41,11 @@ units), bytes written (item values, spilled blobs; ``file``: bytes appended to i
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import json
+import random
+import string
 import time
 from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
@@ -68,12 +72,32 @@ OPS: tuple[tuple[str, str], ...] = (
 )
 
 _HISTORY_SOURCE = "in_memory"  # InMemoryHistoryProvider's source id: its key in session.state
-_ITEM_LIMIT = 1024 * 1024
+_ITEM_LIMIT = 1_000_000  # bytes of an item value's serialized JSON (the service's limit)
+_WRITES = ("put_item", "create_item")
+
+
+_VOCABULARY = [
+    "".join(random.Random(w).choices(string.ascii_lowercase, k=2 + w % 8)) for w in range(2000)
+]
 
 
 def _text(i: int, chars: int) -> str:
-    head = f"message {i}: "
-    return head + ("the quick brown fox jumps over the lazy dog " * (chars // 44 + 1))[:chars]
+    """~``chars`` characters of words drawn from a 2,000-word vocabulary (compresses like
+    prose, about 2.5x), the same for the same ``i``."""
+    rng = random.Random(i)
+    words = [f"message {i}:"]
+    length = len(words[0])
+    while length < chars:
+        words.append(rng.choice(_VOCABULARY))
+        length += len(words[-1]) + 1
+    return " ".join(words)[:chars]
+
+
+def _tool_output(i: int, chars: int) -> str:
+    """``chars`` characters of base64 (an attachment or a binary tool result: incompressible
+    beyond base64's own 3/4)."""
+    data = random.Random(-1 - i).randbytes(chars * 3 // 4 + 3)
+    return base64.b64encode(data).decode()[:chars]
 
 
 def _messages(start: int, count: int, chars: int, prefix: str = "m") -> list[Any]:
@@ -95,11 +119,13 @@ def _bench_client(chars: int) -> Any:
         def __init__(self) -> None:
             super().__init__()
             self.reply_chars = chars
+            self.tool_output = False  # replies of base64 instead of words
             self.turn = 0
 
         async def _answer(self) -> ChatResponse:
             self.turn += 1
-            text = _text(self.turn, self.reply_chars)
+            make = _tool_output if self.tool_output else _text
+            text = make(self.turn, self.reply_chars)
             return ChatResponse(
                 messages=[Message("assistant", [text], message_id=f"r-{self.turn}")]
             )
@@ -390,8 +416,12 @@ async def grow(subject: Subject, scale: dict[str, Any]) -> dict[str, Any]:
     probe = await _probe_bytes(chars)
     count = int(scale["grow_from_kb"] * 1024 / probe)
     session_id = "grow"
-    await subject.fill(session_id, _messages(0, count, chars, prefix="g"))
+    try:
+        await subject.fill(session_id, _messages(0, count, chars, prefix="g"))
+    except Exception as exc:  # reported: the session could not even be stored
+        return {"from_messages": count, "rows": [], "fill_error": _error(exc)}
     subject.client.reply_chars = scale["grow_reply_chars"]
+    subject.client.tool_output = True
     rows: list[dict[str, Any]] = []
     past = 0
     try:
@@ -403,15 +433,19 @@ async def grow(subject: Subject, scale: dict[str, Any]) -> dict[str, Any]:
             try:
                 await subject.agent_turn(session_id, f"grow {turn}", f"grow-{turn}")
             except Exception as exc:  # measured, not hidden: the row says what failed
-                error = f"{type(exc).__name__}: {str(exc).splitlines()[0][:160]}"
+                error = _error(exc)
             elapsed = time.perf_counter() - began
+            counts = subject.counts()
             after = await subject.session_bytes(session_id)
             row: dict[str, Any] = {
                 "turn": turn,
                 "before_kb": before / 1024,
                 "after_kb": after / 1024,
                 "ms": ms(elapsed),
-                **_per(subject.counts(), 1),
+                # more than the one item write: the session went to chunks or blobs
+                "spilled": sum(counts.get("requests", {}).get(k, 0) for k in _WRITES) > 1
+                or counts.get("spill_puts", 0) > 0,
+                **_per(counts, 1),
             }
             if error is not None:
                 row["error"] = error
@@ -419,13 +453,19 @@ async def grow(subject: Subject, scale: dict[str, Any]) -> dict[str, Any]:
                 rows.append(row)
                 break
             rows.append(row)
-            if after > _ITEM_LIMIT:
+            if row["spilled"]:
                 past += 1
-                if past > scale["grow_after"]:
+                if past >= scale["grow_after"]:
                     break
     finally:
         subject.client.reply_chars = chars
+        subject.client.tool_output = False
     return {"from_messages": count, "rows": rows}
+
+
+def _error(exc: BaseException) -> str:
+    text = str(exc).splitlines()[0][:160] if str(exc) else ""
+    return f"{type(exc).__name__}: {text}"
 
 
 async def _probe_bytes(chars: int) -> float:
@@ -547,15 +587,30 @@ def report_lines(
         lines += [
             f"### {number}.1 Past the 1 MB item limit",
             "",
-            f"A session filled to ~{scale['grow_from_kb']} KB of history, then agent turns whose "
-            f"reply is {scale['grow_reply_chars']:,} characters (a long tool result, say), until "
-            f"the session passed 1 MB and {scale['grow_after']} more turns ran, or a turn failed.",
+            f"A session filled to ~{scale['grow_from_kb']} KB of history (JSON), then agent "
+            f"turns whose reply is {scale['grow_reply_chars']:,} characters of base64 (an "
+            "attachment or a binary tool result), until a turn failed or "
+            f"{scale['grow_after']} turn{'s' if scale['grow_after'] != 1 else ''} had written "
+            "the session past the item limit "
+            f"({_ITEM_LIMIT:,} serialized bytes), at most {scale['grow_max_turns']} turns. "
+            "*session KB* = the session's JSON before → after the turn (FoundrySessionStore "
+            "compresses it when that pays, so it spills later than the JSON passes the limit); "
+            "of the plain turns before that, the first and the last are shown.",
             "",
         ]
         rows = []
         for subject, g in grows:
-            for row in g["rows"]:
-                status = "ok"
+            if "fill_error" in g:
+                rows.append([section.names[subject], "fill", "-", "-", "-", "-", g["fill_error"]])
+            shown = g["rows"]
+            quiet = [
+                i for i, row in enumerate(shown) if not row.get("spilled") and "error" not in row
+            ]
+            if len(quiet) > 2:  # the plain turns before the limit: the first and the last
+                keep = {quiet[0], quiet[-1]}
+                shown = [row for i, row in enumerate(shown) if i in keep or i not in quiet]
+            for row in shown:
+                status = "ok, spilled" if row.get("spilled") else "ok"
                 if "error" in row:
                     status = f"**failed**: {row['error']}" + (
                         "" if row.get("stored") else " (the turn is lost: nothing stored)"
