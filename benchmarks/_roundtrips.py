@@ -119,7 +119,7 @@ def _summary(
 ) -> dict[str, Any]:
     return {
         "ms": ms(median(walls)),
-        "waited": median(walls) / delay_s,
+        "waited": median(walls) / delay_s if delay_s else None,
         "chain": median(chains),
         "chain_max": max(chains),
         "calls": median(calls),
@@ -223,7 +223,8 @@ async def _langgraph(key: str, scale: dict[str, Any], clock: _Clock) -> dict[str
                             "calls": len(log),
                             "ms": ms(wall),
                         }
-                        sequences[f"first turn ({mode})"] = first[1]
+                        if mode == "sync":
+                            sequences["first turn of a new thread (sync), chain"] = first[1]
                     if turn < scale["warmup"]:
                         continue
                     chain, path = longest_chain(log)
@@ -232,7 +233,7 @@ async def _langgraph(key: str, scale: dict[str, Any], clock: _Clock) -> dict[str
                     calls.append(len(log))
                     if turn == scale["warmup"] + scale["turns"] - 1:
                         sequences[mode] = [c for c, _, _ in sorted(log, key=lambda iv: iv[1])]
-                        sequences[mode + " chain"] = path
+                        sequences[mode + ", chain"] = path
                 per_mode[mode] = _summary(walls, chains, calls, clock.delay_s)
             out["delays"][str(delay_ms)] = per_mode
         clock.set_delay(0)
@@ -327,12 +328,12 @@ async def _maf(key: str, scale: dict[str, Any], clock: _Clock) -> dict[str, Any]
                         "calls": len(log),
                         "ms": ms(wall),
                     }
-                    sequences["first run"] = path
+                    sequences["first run of a new context, chain"] = path
                     continue
                 walls.append(wall / supersteps)
                 chains.append(chain)
                 calls.append(len(log))
-                sequences["run"] = path[:6]
+                sequences["run, chain (first 6)"] = path[:6]
             clock.set_delay(0)
         summary = _summary(walls, chains, calls, delay_ms / 1000)
         for name in ("chain", "chain_max", "calls"):
@@ -392,7 +393,7 @@ async def _autogen(key: str, scale: dict[str, Any], clock: _Clock) -> dict[str, 
                 walls.append(wall)
                 chains.append(chain)
                 calls.append(len(log))
-                sequences[phase] = path
+                sequences[phase + ", chain"] = path
             clock.set_delay(0)
             out["delays"][str(delay_ms)] = {
                 phase: _summary(w, c, n, delay_ms / 1000) for phase, (w, c, n) in phases.items()
@@ -440,8 +441,20 @@ def _x(value: float | None, base: float | None) -> str:
     return f"{value / base:.2f}x"
 
 
-def _cell(fig: dict[str, Any] | None, floor: dict[str, Any] | None) -> list[str]:
-    """ms, round trips waited (x floor), longest chain (x floor)."""
+def _net(fig: dict[str, Any] | None, idle: dict[str, Any] | None, delay_ms: float) -> float | None:
+    """Round trips waited, net of the CPU: (ms - ms with no delay) / delay."""
+    if not fig or not idle or not delay_ms:
+        return None
+    return float((fig["ms"] - idle["ms"]) / delay_ms)
+
+
+def _cell(
+    fig: dict[str, Any] | None,
+    floor: dict[str, Any] | None,
+    net: float | None,
+    floor_net: float | None,
+) -> list[str]:
+    """ms, round trips waited net of CPU (x floor), longest chain (x floor)."""
     from ._report import _num
 
     if not fig:
@@ -449,24 +462,28 @@ def _cell(fig: dict[str, Any] | None, floor: dict[str, Any] | None) -> list[str]
     base = floor or {}
     return [
         _num(fig["ms"], 1),
-        f"{fig['waited']:.2f} ({_x(fig['waited'], base.get('waited'))})",
+        "-" if net is None else f"{net:.2f} ({_x(net, floor_net)})",
         f"{_num(fig['chain'], 1)} ({_x(fig['chain'], base.get('chain'))})",
     ]
 
 
-def ratios(results: dict[str, Any]) -> dict[str, dict[str, tuple[float, float]]]:
-    """Ours ÷ floor per delay and durability mode: ``(chain ratio, wall-waited ratio)``."""
+def ratios(results: dict[str, Any]) -> dict[str, dict[str, tuple[float, float | None]]]:
+    """Ours ÷ floor per delay and durability mode: ``(chain ratio, net waited ratio)``."""
     units = results.get("roundtrips", {})
     ours = (units.get("lg-fc-hosted") or {}).get("result") or {}
     floor = (units.get("lg-floor") or {}).get("result") or {}
-    out: dict[str, dict[str, tuple[float, float]]] = {}
+    out: dict[str, dict[str, tuple[float, float | None]]] = {}
     for delay, modes in ours.get("delays", {}).items():
         base = floor.get("delays", {}).get(delay, {})
+        if delay == "0":
+            continue
         for mode in DURABILITY:
             if mode in modes and mode in base:
+                net = _net(modes[mode], ours["delays"].get("0", {}).get(mode), float(delay))
+                floor_net = _net(base[mode], floor["delays"].get("0", {}).get(mode), float(delay))
                 out.setdefault(delay, {})[mode] = (
                     modes[mode]["chain"] / base[mode]["chain"],
-                    modes[mode]["waited"] / base[mode]["waited"],
+                    net / floor_net if net is not None and floor_net else None,
                 )
     return out
 
@@ -492,7 +509,7 @@ def report_lines(
     if not section.units:
         return
     scale = scales["roundtrips"]
-    delays = [str(d) for d in scale["delays_ms"]]
+    delays = [str(d) for d in scale["delays_ms"] if d]
     ran = section.ran()
     lines += [
         f"## {number}. Round trips per turn: every store request delayed",
@@ -500,13 +517,15 @@ def report_lines(
         "The emulator's pure delay fault holds every storage request "
         + " or ".join(f"{d} ms" for d in delays)
         + " before serving it, as a network round trip would (the emulator in a process of "
-        "its own; no other latency). *waited* = wall time ÷ delay (client and emulator CPU "
-        "included); *chain* = the longest chain of sequential requests in the turn, counted "
-        "from each request's start and end on the emulator's side (a chain's next request "
-        "starts after the previous one ended; requests in flight together cost one wait). "
-        "The floor is the framework's own in-memory store with one delay slept per call, "
-        "its chain counted from the sleeps the same way. Ratios divide by the floor at the "
-        "same delay.",
+        "its own; no other latency); each subject also ran with no delay, for its CPU time. "
+        "*chain* = the longest chain of sequential requests, counted from each request's "
+        "start and end on the emulator's side (the next request of a chain starts after the "
+        "previous one ended; requests in flight together cost one wait): the round trips "
+        "waited, counted. *net waited* = (ms - ms with no delay) ÷ delay: the same figure "
+        "from the wall clock, net of client and emulator CPU (both share the machine's "
+        "cores). The floor is the framework's own in-memory store with one delay slept per "
+        "call, its chain counted from the sleeps the same way. Ratios divide by the floor at "
+        "the same delay.",
         "",
         f"### {number}a. LangGraph chat turns by durability mode",
         "",
@@ -523,16 +542,37 @@ def report_lines(
             if not subject.startswith("lg-"):
                 continue
             modes = r["delays"].get(delay, {})
+            idle = r["delays"].get("0", {})
             base = floor.get("delays", {}).get(delay, {})
+            base_idle = floor.get("delays", {}).get("0", {})
             row = [section.names[subject]]
             for mode in DURABILITY:
-                row += _cell(modes.get(mode), base.get(mode))
+                row += _cell(
+                    modes.get(mode),
+                    base.get(mode),
+                    _net(modes.get(mode), idle.get(mode), float(delay)),
+                    _net(base.get(mode), base_idle.get(mode), float(delay)),
+                )
             rows.append(row)
         header = ["saver"]
         for mode in DURABILITY:
-            header += [f"{mode}: ms/turn", f"{mode}: waited (x floor)", f"{mode}: chain (x floor)"]
+            header += [
+                f"{mode}: ms/turn",
+                f"{mode}: net waited (x floor)",
+                f"{mode}: chain (x floor)",
+            ]
         lines += [f"Delay {delay} ms:", ""]
         lines += _table(header, rows)
+    idle_cells = []
+    for subject, r, _ in ran:
+        idle = r["delays"].get("0")
+        if subject.startswith("lg-") and idle:
+            idle_cells.append(
+                f"{section.names[subject]} "
+                + " / ".join(_num(idle[m]["ms"], 1) for m in DURABILITY if m in idle)
+            )
+    if idle_cells:
+        lines += ["ms/turn with no delay (sync / async / exit): " + "; ".join(idle_cells) + ".", ""]
     rows = []
     for subject, r, _ in ran:
         if subject.startswith("lg-"):
@@ -564,9 +604,16 @@ def report_lines(
         if not subject.startswith("maf-"):
             continue
         row = [section.names[subject]]
+        base_all = floor.get("delays", {})
         for delay in delays:
-            row += _cell(r["delays"].get(delay), floor.get("delays", {}).get(delay))
-            row.append(_num(r["delays"].get(delay, {}).get("calls"), 2))
+            fig = r["delays"].get(delay)
+            row += _cell(
+                fig,
+                base_all.get(delay),
+                _net(fig, r["delays"].get("0"), float(delay)),
+                _net(base_all.get(delay), base_all.get("0"), float(delay)),
+            )
+            row.append(_num((fig or {}).get("calls"), 2))
         opened = r["delays"].get("open", {}).get(delays[0])
         row.append(f"{opened['chain']} ({opened['calls']} calls)" if opened else "-")
         rows.append(row)
@@ -574,7 +621,7 @@ def report_lines(
     for delay in delays:
         header += [
             f"{delay} ms: ms/superstep",
-            f"{delay} ms: waited (x floor)",
+            f"{delay} ms: net waited (x floor)",
             f"{delay} ms: chain (x floor)",
             f"{delay} ms: calls",
         ]
@@ -585,10 +632,9 @@ def report_lines(
         f"### {number}c. AutoGen saves",
         "",
         "`AutoGenStateStore.asave` of one agent's state (~"
-        f"{scale['payload']:,} characters) with `keep_versions=10` (the default): the first "
-        "ten saves, then "
-        f"{scale['saves']} more, each of which also deletes the oldest version; the median "
-        "save.",
+        f"{scale['payload']:,} characters) with `keep_versions=10` (the default): saves 2 to "
+        f"10, then {scale['saves']} more, each of which also deletes the oldest version; the "
+        "median save.",
         "",
     ]
     floor = section.result("ag-floor") or {}
@@ -598,20 +644,27 @@ def report_lines(
             continue
         for delay in delays:
             phases = r["delays"].get(delay, {})
+            idle = r["delays"].get("0", {})
             base = floor.get("delays", {}).get(delay, {})
+            base_idle = floor.get("delays", {}).get("0", {})
             row = [section.names[subject], delay]
             for phase in ("first 10", "past 10"):
-                row += _cell(phases.get(phase), base.get(phase))
+                row += _cell(
+                    phases.get(phase),
+                    base.get(phase),
+                    _net(phases.get(phase), idle.get(phase), float(delay)),
+                    _net(base.get(phase), base_idle.get(phase), float(delay)),
+                )
             rows.append(row)
     lines += _table(
         [
             "store",
             "delay ms",
             "saves 2-10: ms",
-            "waited (x floor)",
+            "net waited (x floor)",
             "chain (x floor)",
             "past 10: ms",
-            "waited (x floor)",
+            "net waited (x floor)",
             "chain (x floor)",
         ],
         rows,

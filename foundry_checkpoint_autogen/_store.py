@@ -15,12 +15,14 @@ since the epoch (monotonic within a process) and 8 random hex digits, so version
 order. ``load`` of the latest lists the keys of the newest ``created_at`` second and picks the
 largest ``ver`` tag, then reads one item: its cost does not grow with the history. After each
 save, versions beyond ``keep_versions`` are deleted with their spilled blobs (a blob still named
-by a kept version stays).
+by a kept version stays). The versions to trim are listed while the new one is written, and
+deleted together once it is: a save waits one round trip, two when it trims.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import math
 import secrets
@@ -65,6 +67,8 @@ _EXTRA_KIND: Final = "ak"
 _EXTRA_NAME: Final = "an"
 _EXTRA_VER: Final = "av"
 _MAX_DEPTH: Final = 200
+#: How many version deletes of one trim are in flight at once.
+_DELETES_AT_ONCE: Final = 16
 
 _clock_guard = threading.Lock()
 _last_ns = 0
@@ -455,10 +459,24 @@ class AutoGenStateStore(CoreOwner):
         digest = spilled_digest(value)
         if digest is not None:
             tags[_TAG_BLOB] = digest
-        await create_item(scope.store, key, value, tags=tags)
+        if self._keep is None:
+            await create_item(scope.store, key, value, tags=tags)
+            await scope.touch()
+            return version
+        # The versions to trim are listed while the new one is written: one round trip for
+        # both. The listing may or may not show the new version; it is left out, kept, and
+        # counted as one of the ``keep``. Nothing is deleted unless the write succeeded.
+        listing = asyncio.ensure_future(self._keys(scope, kind, name))
+        try:
+            await create_item(scope.store, key, value, tags=tags)
+        except BaseException:
+            listing.cancel()
+            with contextlib.suppress(BaseException):
+                await listing
+            raise
+        older = [k for k in await listing if k.key != key]
         await scope.touch()
-        if self._keep is not None:
-            await self._trim(scope, kind, name, self._keep)
+        await self._drop(scope, older, self._keep - 1, kept_blobs={digest})
         return version
 
     async def _load(
@@ -540,14 +558,27 @@ class AutoGenStateStore(CoreOwner):
 
     async def _trim(self, scope: Scope, kind: str, name: str, keep: int) -> int:
         """Delete all but the newest ``keep`` versions, then the blobs no kept version names."""
-        keys = await self._keys(scope, kind, name)
+        return await self._drop(scope, await self._keys(scope, kind, name), keep)
+
+    async def _drop(
+        self,
+        scope: Scope,
+        keys: list[ItemKey],
+        keep: int,
+        *,
+        kept_blobs: set[str | None] | None = None,
+    ) -> int:
+        """Delete all but the newest ``keep`` of ``keys`` (oldest first), then the blobs that
+        neither a kept version nor ``kept_blobs`` names."""
         cut = max(len(keys) - keep, 0)
         dropped, kept = keys[:cut], keys[cut:]
         if not dropped:
             return 0
-        for key in dropped:
-            await scope.store.delete_item(key.key)
-        still = {_tags_of(k).get(_TAG_BLOB) for k in kept}
+        # independent deletes: in flight together (a bounded number at a time), one round trip
+        for start in range(0, len(dropped), _DELETES_AT_ONCE):
+            batch = dropped[start : start + _DELETES_AT_ONCE]
+            await asyncio.gather(*(scope.store.delete_item(key.key) for key in batch))
+        still = {_tags_of(k).get(_TAG_BLOB) for k in kept} | (kept_blobs or set())
         orphans = sorted(
             {d for k in dropped if (d := _tags_of(k).get(_TAG_BLOB)) and d not in still}
         )
