@@ -9,11 +9,12 @@ import re
 from pathlib import Path
 from typing import Any
 
+from agent_framework import Message
 from langgraph.store.sqlite import SqliteStore
 
 from foundry_checkpoint._memory import FoundryStore
 from foundry_checkpoint_autogen import AutoGenStateStore
-from foundry_checkpoint_maf import FoundryCheckpointStorage
+from foundry_checkpoint_maf import FoundryCheckpointStorage, FoundryHistoryProvider
 from tests.maf import _workflows as wf
 
 from .conftest import Cli, build, config
@@ -75,11 +76,13 @@ async def _seed_maf(cli: Cli) -> None:
     allowed = [wf.Question]
     async with FoundryCheckpointStorage("conv-b", **kwargs, allowed_checkpoint_types=allowed) as s:
         await wf.approval(s).run("report")
+    async with FoundryHistoryProvider(**kwargs) as history:
+        await history.save_messages("chat", [Message("user", ["hi"]), Message("assistant", ["ho"])])
 
 
 def test_every_command_matches_its_documented_shape(cli: Cli, tmp_path: Path) -> None:
     shapes = documented()
-    assert len(shapes) == 24
+    assert len(shapes) == 26
     with cli.saver() as saver:
         build(saver).invoke({"steps": []}, config("t1"))
         build(saver, ask=True).invoke({"steps": []}, config("t2"))
@@ -107,6 +110,8 @@ def test_every_command_matches_its_documented_shape(cli: Cli, tmp_path: Path) ->
         ("maf gc", ["maf", "gc", "--dry-run"]),
         ("maf prune", ["maf", "prune", "conv-a"]),
         ("maf delete", ["maf", "delete", "conv-b"]),
+        ("maf sessions", ["maf", "sessions"]),
+        ("maf history", ["maf", "history", "chat"]),
         ("autogen scopes", ["autogen", "scopes"]),
         ("autogen states", ["autogen", "states", "demo"]),
         ("autogen versions", ["autogen", "versions", "demo", "agent", "counter/ann"]),
