@@ -112,7 +112,7 @@ FULL: dict[str, dict[str, Any]] = {
         "delay_s": 0.02,
         "stall_s": 2.0,
         "stall_level": 100,
-        "stall_reps": 2,
+        "stall_reps": 3,
     },
     "roundtrips": {
         "delays_ms": [0, 10, 50],

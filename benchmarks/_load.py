@@ -18,12 +18,16 @@ emulator, and the host's own work per turn (its HTTP handling and response-store
 which are not the saver's) would set the ceiling being measured. The saver's work, its
 store calls and its identity handling are the same in both.
 
-Per level, every conversation first runs one turn (which opens its thread's store); then all
-run turns back to back for ``seconds``. Figures over that window: turns per second (turns
-that ended in it), p50 / p99 turn latency (turns that started in it), client CPU per turn
-(this process's CPU time, every thread included, over the turns), the emulator's CPU over
-the window (so the reader sees which process ran out of CPU), the most sockets this process
-held open (``/proc/self/fd``, sampled every 100 ms) and its resident memory at the end.
+Per level, every conversation runs turns back to back from its first one (which opens its
+thread's store) on; the window opens once every conversation has finished its first turn, so
+that they are not in step, and lasts ``seconds``. Figures over that window: turns per second
+(turns that ended in it), p50 / p99 turn latency (turns that started in it), client CPU per
+turn (this process's CPU time, every thread included, over the turns), cores used by the
+caller's loop and by the saver's store-loop thread, the run-queue delay of this process's
+threads (CPU they were ready to use while the machine's other work held the cores), the
+emulator process's CPU and run-queue delay, the most sockets this process held open
+(``/proc/self/fd``) and the most requests waiting for a connection of the savers' aiohttp
+pools (read from the connectors, every 100 ms), and resident memory at the end.
 
 The stalled-conversation case: at ``stall_level`` conversations, the requests of one
 conversation's user are held ``stall_s`` each (a user-scoped delay fault armed before the
@@ -41,6 +45,7 @@ import asyncio
 import contextlib
 import gc
 import os
+import threading
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -131,8 +136,92 @@ async def _saver(subject: str, emulator: Any) -> AsyncIterator[Any]:
             yield peer
 
 
+def _threads() -> dict[int, tuple[str, float, float]]:
+    """Per thread of this process: ``(name, CPU seconds, seconds runnable but not running)``.
+
+    The second figure is the kernel's run-queue delay (``/proc/self/task/*/schedstat``): time
+    a thread was ready to run and waited for a core (a thread waiting for the GIL sleeps, so
+    it is not counted). Above zero, the machine's other work took CPU this process wanted.
+    """
+    names = {t.native_id: t.name for t in threading.enumerate() if t.native_id is not None}
+    main = threading.main_thread().native_id
+    out: dict[int, tuple[str, float, float]] = {}
+    tick = os.sysconf("SC_CLK_TCK")
+    try:
+        tids = os.listdir("/proc/self/task")
+    except OSError:
+        return out
+    for tid_text in tids:
+        tid = int(tid_text)
+        try:
+            stat = Path(f"/proc/self/task/{tid}/stat").read_text().rsplit(")", 1)[1].split()
+            sched = Path(f"/proc/self/task/{tid}/schedstat").read_text().split()
+        except OSError:
+            continue
+        name = "caller loop" if tid == main else names.get(tid, "other")
+        out[tid] = (name, (int(stat[11]) + int(stat[12])) / tick, int(sched[1]) / 1e9)
+    return out
+
+
+def _thread_figures(
+    before: dict[int, tuple[str, float, float]],
+    after: dict[int, tuple[str, float, float]],
+    window: float,
+) -> dict[str, Any]:
+    """Cores used per named thread (the busiest ones) and cores' worth of run-queue wait."""
+    used: dict[str, float] = {}
+    waited = 0.0
+    for tid, (name, cpu, wait) in after.items():
+        cpu0, wait0 = before.get(tid, (name, 0.0, 0.0))[1:]
+        key = "store loop" if name.startswith("foundry") else name
+        if key not in ("caller loop", "store loop"):
+            key = "other threads"
+        used[key] = used.get(key, 0.0) + (cpu - cpu0) / window
+        waited += (wait - wait0) / window
+    return {"thread_cores": used, "runq_cores": waited}
+
+
+def _emulator_runq(pid: int | None) -> float | None:
+    """Seconds the emulator process's threads waited on the run queue so far, or None."""
+    if pid is None:
+        return None
+    total = 0.0
+    try:
+        for tid in os.listdir(f"/proc/{pid}/task"):
+            total += int(Path(f"/proc/{pid}/task/{tid}/schedstat").read_text().split()[1]) / 1e9
+    except OSError:
+        return None
+    return total
+
+
+def _pools() -> list[Any]:
+    """The aiohttp connectors alive in this process (the savers' connection pools)."""
+    try:
+        import aiohttp
+    except ImportError:
+        return []
+    return [o for o in gc.get_objects() if isinstance(o, aiohttp.BaseConnector)]
+
+
+def _pool_state(pools: list[Any]) -> tuple[int, int]:
+    """``(connections in use, requests waiting for one)`` over ``pools`` (aiohttp internals,
+    read only; 0 when a version names them otherwise)."""
+    used = waiting = 0
+    for pool in pools:
+        used += len(getattr(pool, "_acquired", ()))
+        waiters = getattr(pool, "_waiters", {})
+        with contextlib.suppress(AttributeError, TypeError):
+            waiting += sum(len(queue) for queue in waiters.values())
+    return used, waiting
+
+
 class _Run:
-    """One level: ``conversations`` concurrent conversations for ``seconds``."""
+    """One level: ``conversations`` concurrent conversations, measured for ``seconds``.
+
+    Each conversation runs turns back to back from its first (warm-up) turn on; the window
+    opens once every conversation has finished its first turn (so the conversations are not
+    in step) and closes ``seconds`` later; then each finishes the turn it is in and stops.
+    """
 
     def __init__(
         self,
@@ -155,8 +244,8 @@ class _Run:
         self.chars = chars
         self.stalled = stalled
         self.delay_s, self.stall_s = delay_s, stall_s
-        self.go = asyncio.Event()
-        self.start = self.deadline = 0.0
+        self.start = self.deadline = float("inf")
+        self.stop = False
         self.turns: list[list[tuple[float, float]]] = [[] for _ in range(conversations)]
         self.warmed = 0
         self.all_warm = asyncio.Event()
@@ -178,7 +267,7 @@ class _Run:
         text = _Text(seed=1000 + i)
         config = {"configurable": {"thread_id": f"{self.label}-thread-{i}"}}
         turn = 0
-        while True:
+        while not self.stop:
             context = FoundryAgentRequestContext(
                 call_id=calls[turn % len(calls)],
                 user_id=self.user(i),
@@ -203,9 +292,8 @@ class _Run:
                 self.warmed += 1
                 if self.warmed == self.conversations:
                     self.all_warm.set()
-                await self.go.wait()
-                continue
-            self.turns[i].append((began, ended))
+            else:
+                self.turns[i].append((began, ended))
             if ended >= self.deadline:
                 return
 
@@ -221,7 +309,7 @@ class _Run:
         await asyncio.wait([waiter, *tasks], return_when=asyncio.FIRST_COMPLETED)
         if not self.all_warm.is_set():  # a conversation failed before warming up
             waiter.cancel()
-            self.go.set()
+            self.stop = True
             await asyncio.gather(*tasks, return_exceptions=True)
             return {"errors": self.errors[:5]}
         warm_s = time.perf_counter() - warm_began
@@ -229,52 +317,67 @@ class _Run:
             self.emulator.set_faults(
                 _rules(self.delay_s, self.stall_s, stall_user=self.user(self.stalled))
             )
-        gc.collect()
+        pools = _pools()
+        threads0 = _threads()
         emulator_cpu0 = _cpu_of(self.emulator.pid)
+        emulator_wait0 = _emulator_runq(self.emulator.pid)
         cpu0 = time.process_time()
         self.start = time.perf_counter()
         self.deadline = self.start + self.seconds
-        self.go.set()
-        peak_sockets = 0
+        peak_sockets = peak_used = peak_waiting = 0
+        waiting_samples: list[int] = []
         while time.perf_counter() < self.deadline:
             await asyncio.sleep(_SAMPLE_S)
             peak_sockets = max(peak_sockets, _sockets() or 0)
+            used, waiting = _pool_state(pools)
+            peak_used, peak_waiting = max(peak_used, used), max(peak_waiting, waiting)
+            waiting_samples.append(waiting)
         cpu = time.process_time() - cpu0
+        threads1 = _threads()
         emulator_cpu1 = _cpu_of(self.emulator.pid)
+        emulator_wait1 = _emulator_runq(self.emulator.pid)
         window = time.perf_counter() - self.start
+        self.stop = True
         if self.stalled is not None:
             # Release the held conversation so that its last turn ends soon.
             self.emulator.set_faults(_rules(self.delay_s, self.stall_s))
         sockets_end = _sockets()
         await asyncio.gather(*tasks)
-        return self._figures(
-            window=window,
-            cpu=cpu,
-            emulator_cpu=(
+        out = self._figures(window=window, cpu=cpu, warm_s=warm_s)
+        out.update(
+            _thread_figures(threads0, threads1, window),
+            emulator_cores=(
                 None
                 if emulator_cpu0 is None or emulator_cpu1 is None
-                else emulator_cpu1 - emulator_cpu0
+                else (emulator_cpu1 - emulator_cpu0) / window
+            ),
+            emulator_runq_cores=(
+                None
+                if emulator_wait0 is None or emulator_wait1 is None
+                else (emulator_wait1 - emulator_wait0) / window
             ),
             peak_sockets=peak_sockets,
             sockets_end=sockets_end,
-            warm_s=warm_s,
+            pool_peak_in_use=peak_used,
+            pool_peak_waiting=peak_waiting,
+            pool_mean_waiting=(
+                sum(waiting_samples) / len(waiting_samples) if waiting_samples else 0.0
+            ),
+            rss_mb=_rss_mb(),
         )
+        return out
 
-    def _figures(
-        self,
-        *,
-        window: float,
-        cpu: float,
-        emulator_cpu: float | None,
-        peak_sockets: int,
-        sockets_end: int | None,
-        warm_s: float,
-    ) -> dict[str, Any]:
+    def _figures(self, *, window: float, cpu: float, warm_s: float) -> dict[str, Any]:
         others = [i for i in range(self.conversations) if i != self.stalled]
         ended = [
-            e for i in range(self.conversations) for _, e in self.turns[i] if e <= self.deadline
+            e
+            for i in range(self.conversations)
+            for _, e in self.turns[i]
+            if self.start <= e <= self.deadline
         ]
-        latencies = [e - b for i in others for b, e in self.turns[i] if b < self.deadline]
+        latencies = [
+            e - b for i in others for b, e in self.turns[i] if self.start <= b < self.deadline
+        ]
         turns = len(ended)
         out: dict[str, Any] = {
             "conversations": self.conversations,
@@ -282,21 +385,17 @@ class _Run:
             "warm_s": warm_s,
             "turns": turns,
             "turns_per_s": turns / window,
+            "latency_turns": len(latencies),
             "p50_ms": ms(median(latencies)),
             "p99_ms": ms(percentile(latencies, 99)),
             "max_ms": ms(max(latencies)) if latencies else None,
             "cpu_ms_per_turn": ms(cpu / turns) if turns else None,
             "client_cores": cpu / window,
-            "emulator_cores": None if emulator_cpu is None else emulator_cpu / window,
-            "peak_sockets": peak_sockets,
-            "sockets_end": sockets_end,
-            "rss_mb": _rss_mb(),
             "errors": self.errors[:5],
         }
         if self.stalled is not None:
             stalled = self.turns[self.stalled]
-            out["stalled_turns"] = len([1 for _, e in stalled if e <= self.deadline])
-            out["others_turns"] = len(latencies)
+            out["stalled_turns"] = len([1 for b, _ in stalled if self.start <= b < self.deadline])
         return out
 
 
@@ -373,6 +472,17 @@ async def run_unit(
 # --------------------------------------------------------------------------- report
 
 
+def _cores(f: dict[str, Any]) -> str:
+    """``total (caller loop / store loop)`` cores of the client process."""
+    from ._report import _num
+
+    threads = f.get("thread_cores") or {}
+    total = _num(f.get("client_cores"))
+    if "store loop" in threads:
+        return f"{total} ({_num(threads.get('caller loop'))} / {_num(threads.get('store loop'))})"
+    return total
+
+
 def report_lines(results: dict[str, Any], scales: dict[str, Any], lines: list[str]) -> None:
     """Render the section (nothing when it did not run)."""
     from ._report import _num, _table
@@ -398,34 +508,37 @@ def report_lines(results: dict[str, Any], scales: dict[str, Any], lines: list[st
         f"every storage request delayed {_num(ms(first.get('delay_s', 0)), 0)} ms; N "
         "concurrent LangGraph chat conversations, each its own thread and its own end user "
         "(a platform call id per turn, resolved by the emulator, and the user id, in the "
-        "request context as the hosts set it), turns back to back for "
-        f"{_num(first.get('seconds'), 0)} s after one warm-up turn each; messages of "
-        f"{first.get('chars')} characters, history windowed to 20 messages, `ainvoke` with "
-        "the default durability. Client CPU is this process's (every thread); emulator CPU "
-        "is the emulator process's, in cores busy over the window; sockets are the most "
-        "this process held open.",
+        "request context as the hosts set it), turns back to back; figures over a "
+        f"{_num(first.get('seconds'), 0)} s window that opens once every conversation has "
+        f"run its first turn. Messages of {first.get('chars')} characters, history windowed "
+        "to 20 messages, `ainvoke` with the default durability. Cores are CPU seconds per "
+        "second of the window: the client process (its caller loop / the saver's store "
+        "loop thread), and the emulator; *waited* is the run-queue delay of the process's "
+        "threads in cores (ready to run, no core free: CPU the machine's other work took); "
+        "sockets and the pool's waiting requests are the most seen in 100 ms samples.",
         "",
     ]
     rows = []
     for subject, r in ran.items():
         for level, f in r["levels"].items():
+            name = NAMES.get(subject, subject)
             if "turns" not in f:
-                rows.append(
-                    [NAMES.get(subject, subject), level, "failed: " + "; ".join(f["errors"])]
-                )
+                rows.append([name, level, "failed: " + "; ".join(f.get("errors", []))])
                 continue
             rows.append(
                 [
-                    NAMES.get(subject, subject),
+                    name,
                     level,
                     _num(f["turns_per_s"], 1),
                     _num(f["p50_ms"], 0),
                     _num(f["p99_ms"], 0),
                     _num(f["p99_ms"] / f["p50_ms"] if f["p50_ms"] else None),
                     _num(f["cpu_ms_per_turn"], 1),
-                    _num(f["client_cores"]),
-                    _num(f["emulator_cores"]),
-                    str(f["peak_sockets"]),
+                    _cores(f),
+                    _num(f.get("runq_cores")),
+                    _num(f.get("emulator_cores")),
+                    _num(f.get("emulator_runq_cores")),
+                    f"{f['peak_sockets']} / {f.get('pool_peak_waiting', '-')}",
                     _num(f["rss_mb"], 0),
                 ]
             )
@@ -438,9 +551,11 @@ def report_lines(results: dict[str, Any], scales: dict[str, Any], lines: list[st
             "p99 ms",
             "p99/p50",
             "client CPU ms/turn",
-            "client cores",
+            "client cores (caller / store loop)",
+            "client waited",
             "emulator cores",
-            "sockets (max)",
+            "emulator waited",
+            "sockets / pool waiting (max)",
             "RSS MB",
         ],
         rows,
@@ -448,17 +563,20 @@ def report_lines(results: dict[str, Any], scales: dict[str, Any], lines: list[st
     stall_rows = []
     for subject, r in ran.items():
         st = r["stall"]
+        name = NAMES.get(subject, subject)
         for kind in ("base", "stalled"):
             for rep, f in enumerate(st[kind]):
                 if "turns" not in f:
+                    stall_rows.append([name, f"{kind} #{rep + 1}", "failed", "", "", "", ""])
                     continue
                 stall_rows.append(
                     [
-                        NAMES.get(subject, subject),
-                        f"{kind} #{rep + 1}",
+                        name,
+                        ("without the stall" if kind == "base" else "one stalled") + f" #{rep + 1}",
                         _num(f["turns_per_s"], 1),
                         _num(f["p50_ms"], 0),
                         _num(f["p99_ms"], 0),
+                        _num(f.get("runq_cores")),
                         str(f.get("stalled_turns", "-")),
                     ]
                 )
@@ -467,25 +585,34 @@ def report_lines(results: dict[str, Any], scales: dict[str, Any], lines: list[st
         if base and held:
             stall_rows.append(
                 [
-                    NAMES.get(subject, subject),
-                    "**others' p99, stalled / not**",
+                    name,
+                    "**others' p99: stalled / not (medians)**",
                     "",
                     "",
                     f"**{median(held) / median(base):.2f}x**",
+                    "",
                     "",
                 ]
             )
     if stall_rows:
         level = first["stall"]["level"]
         lines += [
-            f"Stalled conversation: {level} conversations, the requests of one of them held "
-            f"{_num(first['stall_s'], 0)} s each (a delay fault scoped to its user) while the "
-            f"{level - 1} others run; runs without and with the stall alternate. p50 / p99 "
-            "are the others' turns.",
+            f"Stalled conversation: {level} conversations; in the stalled runs the requests of "
+            f"one of them are held {_num(first['stall_s'], 0)} s each (a delay fault scoped to "
+            f"its user, armed as the window opens) while the {level - 1} others run. Runs "
+            "without and with the stall alternate; p50 / p99 are the others' turns.",
             "",
         ]
         lines += _table(
-            ["saver", "run", "turns/s", "p50 ms", "p99 ms", "stalled conversation's turns"],
+            [
+                "saver",
+                "run",
+                "turns/s",
+                "p50 ms",
+                "p99 ms",
+                "client waited",
+                "stalled conversation's turns",
+            ],
             stall_rows,
         )
     for note in notes:
