@@ -13,11 +13,11 @@ import base64
 import random
 import warnings
 from collections import Counter
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from typing import Any
 
 import pytest
-from agent_framework import AgentSession, Content, Message
+from agent_framework import Agent, AgentSession, BaseChatClient, ChatResponse, Content, Message
 
 from foundry_checkpoint_maf import FoundryHistoryProvider
 from tests._counting_store import CountingStore
@@ -217,3 +217,59 @@ async def test_a_message_and_a_session_over_the_item_limit(
 
         assert await _requests(store_env, _get()) == Counter({"get_item": 3})
         assert got[0] is not None and got[0].state == {"blob": big}
+
+
+class _Quiet(BaseChatClient):
+    """A chat client that answers at once and remembers how many messages it was sent."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.seen = 0
+
+    async def _answer(self, messages: Sequence[Message]) -> ChatResponse:
+        self.seen = len(messages)
+        return ChatResponse(messages=[Message("assistant", ["ok"])])
+
+    def _inner_get_response(
+        self, *, messages: Sequence[Message], stream: bool, options: Any, **kwargs: Any
+    ) -> Any:
+        return self._answer(messages)
+
+
+class _LastTwenty(FoundryHistoryProvider):
+    """The docs' pattern: the agent loads the last 20 messages, the store keeps every one."""
+
+    async def get_messages(
+        self,
+        session_id: str | None,
+        *,
+        state: dict[str, Any] | None = None,
+        last: int | None = None,
+        **kwargs: Any,
+    ) -> list[Message]:
+        return await super().get_messages(
+            session_id, state=state, last=20 if last is None else last, **kwargs
+        )
+
+
+@pytest.mark.parametrize("load", ["whole", "last20"])
+@pytest.mark.parametrize("length", [10, 300])
+async def test_an_agent_turn_loads_what_the_provider_gives_it(
+    store_env: Any, length: int, load: str
+) -> None:
+    cls = FoundryHistoryProvider if load == "whole" else _LastTwenty
+    async with cls(**store_env.kwargs()) as history:
+        await history.save_messages("agent", _numbered(0, length))
+        client = _Quiet()
+        agent = Agent(client=client, context_providers=[history])
+        session = agent.create_session(session_id="agent")
+        counting = await _counting(history, "agent")
+        sent = await _requests(store_env, agent.run("question", session=session))
+        loaded = length if load == "whole" else min(20, length)
+        assert client.seen == loaded + 1  # the history loaded and the input
+        # the load: the head and each message; the append of the input and the reply: 2 + 2k
+        assert counting.calls == Counter({"get_item": 1 + loaded + 3, "set_item": 3})
+        if store_env.emulator is not None:
+            assert sent == Counter({"get_item": 1 + loaded + 3, "put_item": 3})
+    async with FoundryHistoryProvider(**store_env.kwargs()) as plain:  # the store kept all
+        assert len(await plain.get_messages("agent")) == length + 2
