@@ -34,7 +34,9 @@ own stores (an append per turn, spilling when large) and the session keeps only 
 small state, so ours is the durable history. The host saves a stored request's session under
 its response id and, with a ``conversation``, under the conversation id (a claim before the
 run and a commit after it); a ``store=false`` request with a history provider that stores
-messages is refused by the host.
+messages is refused by the host. A response continued twice by ``previous_response_id`` (a
+fork) keeps the same ``AgentSession``, so both branches append to its one history; a
+conversation is linear (the host's claim lets one turn run at a time).
 
 Importing this module imports ``agent_framework_foundry_hosting``; the package's
 ``__init__`` imports it only when one of these providers is first used.
@@ -128,10 +130,10 @@ class FoundryCheckpointStorageProvider(CoreOwner, ContextScopedStoreProvider[Che
 class FoundrySessionStoreProvider(CoreOwner, StoreProvider[SessionStore]):
     """Foundry hosting's ``agent_session_store_provider`` backed by :class:`FoundrySessionStore`.
 
-    For a plain agent on ``ResponsesHostServer`` (or ``InvocationsHostServer``): the host asks
-    it for the session store of every request, and gets a view of one store bound to that
-    request's platform context, so each call runs as the request's end user (users with the
-    same conversation id have separate sessions). Pair it with
+    For a plain agent on ``ResponsesHostServer`` (``InvocationsHostServer`` has the same slot):
+    the host asks it for the session store of every request, and gets a view of one store bound
+    to that request's platform context, so each call runs as the request's end user (users with
+    the same conversation id have separate sessions). Pair it with
     :class:`~foundry_checkpoint_maf.FoundryHistoryProvider` on the agent and
     ``history_source="agent"`` on the host (the module docstring says why). Takes the options
     of :class:`FoundrySessionStore`; close the provider when the host shuts down (the views it
