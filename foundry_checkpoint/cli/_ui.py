@@ -2,7 +2,8 @@
 
 One aiohttp application, server-rendered HTML with inline CSS and SVG: no JavaScript, no build
 step, nothing fetched from elsewhere. It lists LangGraph threads, LangGraph memory (a
-``FoundryStore``'s namespaces and items, values shown) and Agent Framework contexts, draws a
+``FoundryStore``'s namespaces and items, values shown), Agent Framework contexts and agent
+sessions (a ``FoundryHistoryProvider``'s conversations, message by message), draws a
 thread's checkpoint tree (and a workflow's lineage) as SVG, shows a checkpoint's values,
 metadata and pending writes (long values cut, with "see more"), and diffs two checkpoints.
 It goes through the same public API as the commands, on the backend the global options
@@ -40,7 +41,7 @@ from collections.abc import Awaitable, Callable
 from aiohttp import web
 
 from ..errors import CorruptPayloadError, InvalidArgumentError
-from . import _html, _ui_memory, _ui_pages, _ui_threads
+from . import _html, _ui_maf_agents, _ui_memory, _ui_pages, _ui_threads
 from ._common import Options
 from ._html import esc, seg
 from ._ui_stores import Page, Refused, Stores
@@ -176,6 +177,9 @@ class Explorer:
         app.router.add_get("/memory", view(_ui_memory.namespaces))
         app.router.add_get("/memory/items", view(_ui_memory.items))
         app.router.add_get("/memory/item", view(_ui_memory.item))
+        app.router.add_get("/agents", view(_ui_maf_agents.sessions))
+        app.router.add_get("/agents/history", view(_ui_maf_agents.history))
+        app.router.add_get("/agents/message", view(_ui_maf_agents.message))
         return app
 
     def _view(self, render: Callable[[Stores, web.Request], Awaitable[Page]]) -> Handler:

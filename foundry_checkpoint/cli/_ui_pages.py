@@ -23,7 +23,7 @@ from urllib.parse import urlencode
 from aiohttp import web
 
 from ..errors import CorruptPayloadError
-from . import _html, _tree, _ui_memory
+from . import _html, _tree, _ui_maf_agents, _ui_memory
 from ._format import jsonable, summary
 from ._html import actions, esc, seg
 from ._ui_stores import Page, Refused, Stores, config
@@ -32,7 +32,7 @@ __all__ = ["autogen_state", "context", "index", "maf_checkpoint", "scope"]
 
 
 async def index(stores: Stores, request: web.Request) -> Page:
-    """Threads, memory namespaces, contexts and scopes of this user."""
+    """Threads, memory namespaces, contexts, agent sessions and scopes of this user."""
     parts = ["<h1>What is stored</h1>"]
     saver = stores.saver()
     parts.append("<h2>LangGraph threads</h2>")
@@ -102,6 +102,7 @@ async def index(stores: Stores, request: web.Request) -> Page:
             if rows
             else '<p class="muted">no contexts</p>'
         )
+    parts.append(await _ui_maf_agents.overview(stores))
     parts.append("<h2>AutoGen states</h2>")
     store = stores.autogen()
     if store is None:

@@ -23,7 +23,7 @@ from ._common import Options
 
 if TYPE_CHECKING:
     from foundry_checkpoint_autogen import AutoGenStateStore
-    from foundry_checkpoint_maf import FoundryCheckpointStorage
+    from foundry_checkpoint_maf import FoundryCheckpointStorage, FoundryHistoryProvider
 
     from .._langgraph._saver import FoundryCheckpointer
     from .._memory import FoundryStore
@@ -80,6 +80,7 @@ class Stores:
         self._maf: FoundryCheckpointStorage | None = None
         self._autogen: AutoGenStateStore | None = None
         self._memory: FoundryStore | None = None
+        self._history: FoundryHistoryProvider | None = None
 
     def saver(self) -> FoundryCheckpointer | None:
         """The LangGraph checkpointer (None when the ``langgraph`` extra is missing)."""
@@ -128,6 +129,29 @@ class Stores:
             prefix = self._opts.prefix or "langgraph-store"
             self._memory = FoundryStore(**self._opts.store_kwargs(prefix))
         return self._memory
+
+    def history(self) -> FoundryHistoryProvider | None:
+        """The MAF agents' history provider (None when the ``maf`` extra is missing)."""
+        if self._history is None and "maf" not in self.missing:
+            try:
+                from foundry_checkpoint_maf import FoundryHistoryProvider
+            except ImportError as exc:
+                self.missing["maf"] = str(exc)
+                return None
+            prefix = self._opts.prefix or "maf-history"
+            self._history = FoundryHistoryProvider(**self._opts.store_kwargs(prefix))
+        return self._history
+
+    def need_history(self) -> FoundryHistoryProvider:
+        """The MAF agents' history provider.
+
+        Raises:
+            Refused: 404 when the ``maf`` extra is not installed.
+        """
+        provider = self.history()
+        if provider is None:
+            raise Refused(404, f"Agent Framework support is not installed: {self.missing['maf']}")
+        return provider
 
     def need_memory(self) -> FoundryStore:
         """The LangGraph memory store.
@@ -190,6 +214,8 @@ class Stores:
             await self._maf.aclose()
         if self._memory is not None:
             await self._memory.aclose()
+        if self._history is not None:
+            await self._history.aclose()
 
 
 def config(thread: str, ns: str | None = None, checkpoint: str | None = None) -> Any:
