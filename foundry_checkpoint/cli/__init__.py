@@ -208,9 +208,9 @@ def ui(
 ) -> None:
     """Serve the explorer page on loopback until Ctrl+C, printing its URL.
 
-    It lists threads, memory namespaces and contexts, draws checkpoint trees and workflow
-    lineage as SVG, shows values, metadata, pending writes and memory items, and diffs two
-    checkpoints. Read-only unless started
+    It lists threads, memory namespaces, contexts and agent sessions, draws checkpoint trees
+    and workflow lineage as SVG, shows values, metadata, pending writes, memory items and agent
+    histories, and diffs two checkpoints. Read-only unless started
     with --allow-writes. With --json the URL is printed as {"url": ...}.
 
     The URL carries a random access token (FOUNDRY_CHECKPOINT_UI_TOKEN sets your own); the page
