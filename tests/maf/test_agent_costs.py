@@ -273,3 +273,46 @@ async def test_an_agent_turn_loads_what_the_provider_gives_it(
             assert sent == Counter({"get_item": 1 + loaded + 3, "put_item": 3})
     async with FoundryHistoryProvider(**store_env.kwargs()) as plain:  # the store kept all
         assert len(await plain.get_messages("agent")) == length + 2
+
+
+@pytest.mark.parametrize("store_mode", ["hosted"])
+async def test_what_the_page_says_of_foundry_agent_session_store(store_env: Any) -> None:
+    """agent-framework-foundry-hosting's store, as the page compares it: 2 requests per call (a
+    new client's store look-up, then the item call), a read that creates the store, and no size
+    handling. It takes client settings from the environment only; the subclass passes the
+    emulator's, every call is otherwise its own."""
+    from agent_framework_foundry_hosting import FoundryAgentSessionStore
+    from azure.ai.agentserver.core import FoundryAgentRequestContext
+    from azure.ai.agentserver.core.storage import (
+        FoundryStateStore,
+        FoundryStorageBadRequestError,
+    )
+
+    client = store_env.kwargs()
+
+    class _OnTheEmulator(FoundryAgentSessionStore):
+        async def _get_store(self) -> FoundryStateStore:
+            return await FoundryStateStore.get_or_create(
+                f"{store_env.prefix}-agent-sessions",
+                client["credential"],
+                client["endpoint"],
+                user_isolation=True,
+                connection_verify=client["connection_verify"],
+            )
+
+    theirs = _OnTheEmulator(FoundryAgentRequestContext())
+    session = AgentSession(session_id="c1")
+    session.state["topic"] = "billing"
+    steps: list[tuple[Awaitable[Any], Counter[str]]] = [
+        (theirs.get("c1"), Counter({"get_store": 1, "create_store": 1, "get_item": 1})),
+        (theirs.set("c1", session), Counter({"get_store": 1, "create_item": 1})),
+        (theirs.get("c1"), Counter({"get_store": 1, "get_item": 1})),
+        (theirs.set("c1", session), Counter({"get_store": 1, "put_item": 1})),
+        (theirs.delete("c1"), Counter({"get_store": 1, "delete_item": 1})),
+    ]
+    for call, expected in steps:
+        assert await _requests(store_env, call) == expected
+    big = AgentSession(session_id="big")
+    big.state["blob"] = _big_text()
+    with pytest.raises(FoundryStorageBadRequestError, match="limit is 1000000 bytes"):
+        await theirs.set("big", big)
