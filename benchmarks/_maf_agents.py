@@ -113,7 +113,7 @@ def _messages(start: int, count: int, chars: int, prefix: str = "m") -> list[Any
 def _bench_client(chars: int) -> Any:
     from agent_framework import BaseChatClient, ChatResponse, Message
 
-    class _Client(BaseChatClient):  # type: ignore[misc]
+    class _Client(BaseChatClient):
         """Answers at once with a reply of ``reply_chars`` characters."""
 
         def __init__(self) -> None:
@@ -219,7 +219,7 @@ class Subject:
 
         kwargs = self._hosted_kwargs()
 
-        class _EmulatorAgentSessionStore(FoundryAgentSessionStore):  # type: ignore[misc]
+        class _EmulatorAgentSessionStore(FoundryAgentSessionStore):
             """The hosting package's store, pointed at the emulator (client settings only)."""
 
             async def _get_store(self) -> FoundryStateStore:
