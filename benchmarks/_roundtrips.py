@@ -592,14 +592,17 @@ def report_lines(
                 for mode, (chain, net) in modes.items()
             )
             parts.append(f"at {delay} ms: {cells}")
-        worst = max(max(c, n or 0.0) for modes in summary.values() for c, n in modes.values())
+        worst = max(c for modes in summary.values() for c, _ in modes.values())
+        nets = [n for modes in summary.values() for _, n in modes.values() if n is not None]
         lines += [
             "**FoundryCheckpointer hosted ÷ floor, round trips waited per chat turn** (chain "
-            "counted; net waited from the wall clock): "
+            "counted; in parentheses the net waited from the wall clock, which also carries "
+            "the scheduling delays of a loaded machine): "
             + "; ".join(parts)
-            + f". Highest: {worst:.2f}x (limit 1.10x: "
+            + f". Highest counted: {worst:.2f}x (limit 1.10x: "
             + ("met" if worst <= 1.10 else "**not met**")
-            + ").",
+            + ")"
+            + (f"; net waited {min(nets):.2f}x-{max(nets):.2f}x." if nets else "."),
             "",
         ]
     idle_cells = []
