@@ -126,7 +126,10 @@ def validate_value(value: object) -> str:
     try:
         compact = json.dumps(plain, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
         size = 0
-        if _default_size_bound(compact) > MAX_VALUE_BYTES:
+        # ASCII text at most doubles in the default form (one space per separator), so a
+        # value under half the limit needs no count of its separators.
+        small = compact.isascii() and 2 * len(compact) <= MAX_VALUE_BYTES
+        if not small and _default_size_bound(compact) > MAX_VALUE_BYTES:
             size = len(json.dumps(plain, allow_nan=False).encode("utf-8"))
     except (TypeError, ValueError) as exc:
         raise bad_request(f"value is not serializable as JSON: {exc}.", "value") from exc
