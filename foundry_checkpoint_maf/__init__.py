@@ -42,7 +42,7 @@ from ._storage import FoundryCheckpointStorage, StoredCheckpoint
 
 if TYPE_CHECKING:
     from ._hosting import FoundryCheckpointStorageProvider, FoundrySessionStoreProvider
-    from ._sessions import FoundrySessionStore
+    from ._sessions import FoundrySessionStore, StoredSession
 
 __all__ = [
     "CheckpointDecodeError",
@@ -56,6 +56,7 @@ __all__ = [
     "StoredCheckpoint",
     "StoredHistory",
     "StoredMessage",
+    "StoredSession",
 ]
 
 
@@ -64,10 +65,10 @@ def __dir__() -> list[str]:
 
 
 def __getattr__(name: str) -> Any:
-    if name == "FoundrySessionStore":  # MAF's SessionStore warns (experimental) when subclassed
-        from ._sessions import FoundrySessionStore
+    if name in ("FoundrySessionStore", "StoredSession"):  # MAF's SessionStore warns when subclassed
+        from . import _sessions
 
-        return FoundrySessionStore
+        return getattr(_sessions, name)
     if name in ("FoundryCheckpointStorageProvider", "FoundrySessionStoreProvider"):
         try:
             from . import _hosting

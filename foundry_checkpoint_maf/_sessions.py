@@ -42,6 +42,7 @@ from __future__ import annotations
 import json
 from collections import OrderedDict
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final, TypeVar
 
 from agent_framework import AgentSession, SessionStore
@@ -80,7 +81,7 @@ if TYPE_CHECKING:
 
     from foundry_checkpoint.spill import SpillStore
 
-__all__ = ["FoundrySessionStore"]
+__all__ = ["FoundrySessionStore", "StoredSession"]
 
 T = TypeVar("T")
 
@@ -149,6 +150,25 @@ def _restored(session_id: str, payload: bytes) -> AgentSession:
             f"Session {session_id!r} cannot be restored ({exc}); it was changed outside "
             "foundry-checkpoint or written by a newer version. Delete it to start over."
         ) from exc
+
+
+@dataclass(frozen=True)
+class StoredSession:
+    """What the store holds for one agent session, read without decoding it.
+
+    ``size`` is the bytes of the item value as stored (compressed, or the reference to a
+    spilled session), ``spilled`` whether the session lives in the spill store (or in chunk
+    items), ``updated_at`` when it was last written (Unix seconds).
+
+    Example:
+        >>> StoredSession("chat-1", size=180, spilled=False, updated_at=1_767_225_600).size
+        180
+    """
+
+    session_id: str
+    size: int
+    spilled: bool
+    updated_at: int
 
 
 class FoundrySessionStore(CoreOwner, SessionStore):
@@ -397,6 +417,36 @@ class FoundrySessionStore(CoreOwner, SessionStore):
             if session_id is not None:
                 out.append(session_id)
         return out
+
+    async def inspect(self, session_id: str) -> StoredSession | None:
+        """What is stored for session ``session_id`` of the current user (size, spilled, last
+        write), or None when absent: one ``get_item``, nothing decoded, nothing written.
+
+        Raises:
+            ValueError: ``session_id`` is empty or not a string.
+
+        Example:
+            >>> import asyncio
+            >>> from agent_framework import AgentSession
+            >>> async def demo() -> list[object]:
+            ...     async with FoundrySessionStore(store_prefix="docs-inspect") as sessions:
+            ...         await sessions.set("s-1", AgentSession(session_id="s-1"))
+            ...         found = await sessions.inspect("s-1")
+            ...         return [found.spilled, found.size > 0, await sessions.inspect("s-2")]
+            >>> asyncio.run(demo())
+            [False, True, None]
+        """
+        session_id = _checked(session_id)
+        return await self._run(self._inspect(session_id), self._capture())
+
+    async def _inspect(self, session_id: str) -> StoredSession | None:
+        scope = await self._core.scope(None, create=False)
+        item = None if scope is None else await scope.store.get_item(_key(session_id))
+        if item is None:
+            return None
+        size = len(json.dumps(item.value, separators=(",", ":")).encode("utf-8"))
+        spilled = spilled_digest(item.value) is not None
+        return StoredSession(session_id, size, spilled, item.updated_at)
 
     async def gc(
         self, *, grace_seconds: float = DEFAULT_GC_GRACE_SECONDS, dry_run: bool = False

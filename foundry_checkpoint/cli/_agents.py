@@ -1,9 +1,10 @@
 """Agent Framework agents' sessions and histories as the commands and the explorer show them.
 
 ``foundry-checkpoint maf sessions`` and ``maf history`` and the explorer's session pages read a
-``FoundryHistoryProvider``'s stores through its read-only inspection
-(``list_sessions``, ``inspect``: nothing written, no TTL renewed) and print the rows built
-here, so the two always say the same. A message's contents are summarised one line each
+``FoundryHistoryProvider``'s stores (and, for each session, what a ``FoundrySessionStore``
+keeps of its ``AgentSession``) through their read-only inspection (``list_sessions``,
+``inspect``: nothing written, no TTL renewed) and print the rows built here, so the two always
+say the same. A message's contents are summarised one line each
 (its text, ``call name({...})``, ``result of call-1: ...``, ``data image/png``...); the whole
 message is ``Message.to_dict()``.
 
@@ -24,19 +25,24 @@ from typing import TYPE_CHECKING, Any, Final
 from ._format import jsonable
 
 if TYPE_CHECKING:
-    from foundry_checkpoint_maf import StoredHistory, StoredMessage
+    from foundry_checkpoint_maf import StoredHistory, StoredMessage, StoredSession
 
 __all__ = [
     "HISTORY_PREFIX",
+    "SESSIONS_PREFIX",
     "content_summary",
     "history_json",
     "iso",
     "message_json",
     "session_json",
+    "span",
+    "state_cell",
 ]
 
 HISTORY_PREFIX: Final = "maf-history"
 """``FoundryHistoryProvider``'s default ``store_prefix``: ``maf sessions``/``history``'s default."""
+SESSIONS_PREFIX: Final = "maf-sessions"
+"""``FoundrySessionStore``'s default ``store_prefix``: where ``maf sessions`` finds state."""
 
 SUMMARY_WIDTH: Final = 160
 """A content's summary is cut to this many characters."""
@@ -123,21 +129,59 @@ def message_json(stored: StoredMessage) -> dict[str, Any]:
     }
 
 
-def session_json(history: StoredHistory) -> dict[str, Any]:
-    """One row of ``maf sessions --json``: the session and what its head says."""
+def session_json(
+    session_id: str | None, history: StoredHistory | None, state: StoredSession | None
+) -> dict[str, Any]:
+    """One row of ``maf sessions --json``: what the history head says (``message_count``,
+    ``first_seq``, ``next_seq``, ``history_updated_at``; None without a history) and what the
+    session store holds (``state_size``, ``state_spilled``, ``state_updated_at``; None without a
+    stored session); ``updated_at`` is the newer of the two writes."""
+    times = [t.updated_at for t in (history, state) if t is not None]
+    return {
+        "session_id": session_id,
+        "message_count": None if history is None else history.count,
+        "first_seq": None if history is None else history.first,
+        "next_seq": None if history is None else history.next,
+        "history_updated_at": None if history is None else iso(history.updated_at),
+        "state_size": None if state is None else state.size,
+        "state_spilled": None if state is None else state.spilled,
+        "state_updated_at": None if state is None else iso(state.updated_at),
+        "updated_at": iso(max(times)) if times else None,
+    }
+
+
+def span(row: Mapping[str, Any]) -> str:
+    """A session row's sequence numbers as ``first..last`` (``-`` when it keeps none).
+
+    Example:
+        >>> span({"message_count": 3, "first_seq": 2, "next_seq": 5})
+        '2..4'
+    """
+    if not row.get("message_count"):
+        return "-"
+    return f"{row['first_seq']}..{row['next_seq'] - 1}"
+
+
+def state_cell(row: Mapping[str, Any]) -> str:
+    """A session row's stored session state: its bytes, spilled or not (``-`` when none).
+
+    Example:
+        >>> state_cell({"state_size": 1234, "state_spilled": False})
+        '1,234 B'
+    """
+    if row.get("state_size") is None:
+        return "-"
+    return f"{row['state_size']:,} B" + (" (spilled)" if row.get("state_spilled") else "")
+
+
+def history_json(history: StoredHistory, *, offset: int) -> dict[str, Any]:
+    """``maf history --json`` without ``backend``: the head, the window, its messages."""
     return {
         "session_id": history.session_id,
         "message_count": history.count,
         "first_seq": history.first,
         "next_seq": history.next,
         "updated_at": iso(history.updated_at),
-    }
-
-
-def history_json(history: StoredHistory, *, offset: int) -> dict[str, Any]:
-    """``maf history --json`` without ``backend``: the head, the window, its messages."""
-    return {
-        **session_json(history),
         "offset": offset,
         "messages": [message_json(m) for m in history.messages],
     }

@@ -14,6 +14,7 @@ defaults to ``maf``, the storage's own default. ``show`` reads one checkpoint.
 from __future__ import annotations
 
 import asyncio
+import warnings
 from collections.abc import AsyncIterator, Coroutine
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Annotated, Any, TypeVar
@@ -22,7 +23,14 @@ import typer
 
 from .._core import DEFAULT_GC_GRACE_SECONDS
 from . import _common
-from ._agents import HISTORY_PREFIX, history_json, session_json
+from ._agents import (
+    HISTORY_PREFIX,
+    SESSIONS_PREFIX,
+    history_json,
+    session_json,
+    span,
+    state_cell,
+)
 from ._common import DryRunFlag, GraceOption, JsonFlag, Options
 from ._format import jsonable, preview
 
@@ -30,6 +38,7 @@ if TYPE_CHECKING:
     from foundry_checkpoint_maf import (
         FoundryCheckpointStorage,
         FoundryHistoryProvider,
+        FoundrySessionStore,
         StoredCheckpoint,
         StoredHistory,
     )
@@ -469,28 +478,58 @@ def _session_named(session: str | None) -> str:
     return f"session {session!r}" if session else "the default session"
 
 
+@asynccontextmanager
+async def _session_store(opts: Options, prefix: str | None) -> AsyncIterator[FoundrySessionStore]:
+    with warnings.catch_warnings():  # MAF marks SessionStore experimental: not the user's news
+        warnings.filterwarnings("ignore", message=r"\[SESSION_STORE\]")
+        from foundry_checkpoint_maf import FoundrySessionStore
+
+    store = FoundrySessionStore(**opts.store_kwargs(prefix or opts.prefix or SESSIONS_PREFIX))
+    try:
+        yield store
+    finally:
+        await store.aclose()
+
+
+SessionsPrefixOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--sessions-prefix",
+        metavar="PREFIX",
+        help="the FoundrySessionStore's store_prefix (default: --prefix if given, else "
+        "'maf-sessions')",
+    ),
+]
+
+
 @app.command()
 def sessions(
     ctx: typer.Context,
+    sessions_prefix: SessionsPrefixOpt = None,
     limit: Annotated[int, typer.Option(min=1, help="at most this many sessions")] = 100,
     offset: Annotated[int, typer.Option(min=0, help="skip this many first")] = 0,
     json_out: JsonFlag = False,
 ) -> None:
-    """List this user's agent sessions (FoundryHistoryProvider): messages kept, last append.
+    """List this user's agent sessions: the messages their history keeps
+    (FoundryHistoryProvider), the bytes of their stored state (FoundrySessionStore), last writes.
 
-    Sorted by session id; each costs one read (its history head), no message is read.
-    --prefix defaults to 'maf-history', the provider's own default.
+    Sorted by session id; each costs one read of each (the history head, the session item),
+    no message is read. --prefix defaults to 'maf-history', the provider's own default.
     """
     opts = _common.options(ctx, json_out)
 
     async def collect() -> tuple[dict[str, Any], list[dict[str, Any]], bool]:
-        async with _history(opts) as provider:
-            ids = await provider.list_sessions()
+        async with _history(opts) as provider, _session_store(opts, sessions_prefix) as store:
+            kept = set(await store.list_sessions())
+            ids = sorted(
+                set(await provider.list_sessions()) | kept, key=lambda i: (i is not None, i or "")
+            )
             rows: list[dict[str, Any]] = []
             for session_id in ids[offset : offset + limit]:
-                stored = await provider.inspect(session_id, limit=0)
-                if stored is not None:  # registered, but emptied or expired: not a session
-                    rows.append(session_json(stored))
+                history = await provider.inspect(session_id, limit=0)
+                state = await store.inspect(session_id) if session_id in kept else None
+                if history is not None or state is not None:  # else emptied or expired
+                    rows.append(session_json(session_id, history, state))
             return _common.backend(provider), rows, len(ids) > offset + limit
 
     backend, rows, more = _run(opts, collect())
@@ -502,13 +541,14 @@ def sessions(
     if not rows:
         out.print("no sessions" if not offset else f"no sessions past --offset {offset}")
         return
-    grid = _common.table("session", "messages", "sequence numbers", "last append")
+    grid = _common.table("session", "messages", "sequence numbers", "session state", "last write")
     for row in rows:
         _common.row(
             grid,
             "(default: '')" if row["session_id"] is None else row["session_id"],
-            row["message_count"],
-            f"{row['first_seq']}..{row['next_seq'] - 1}" if row["message_count"] else "-",
+            "-" if row["message_count"] is None else row["message_count"],
+            span(row),
+            state_cell(row),
             row["updated_at"],
         )
     out.print(grid)

@@ -22,7 +22,7 @@ from urllib.parse import urlencode
 from aiohttp import web
 
 from . import _html
-from ._agents import history_json, message_json, session_json
+from ._agents import history_json, message_json, session_json, span, state_cell
 from ._html import esc
 from ._ui_stores import Page, Refused, Stores
 
@@ -79,22 +79,42 @@ def _link(session_id: str | None) -> str:
     )
 
 
-async def _rows(stores: Stores, ids: list[str | None]) -> list[list[str]]:
+async def _ids(stores: Stores) -> tuple[list[str | None], set[str]]:
+    """Every session id (the history provider's and the session store's, sorted, the default
+    first) and those the session store holds."""
     provider = stores.need_history()
+    store = stores.session_store()
+    kept = set(await store.list_sessions()) if store is not None else set()
+    ids = set(await provider.list_sessions()) | kept
+    return sorted(ids, key=lambda i: (i is not None, i or "")), kept
+
+
+async def _rows(stores: Stores, ids: list[str | None], kept: set[str]) -> list[list[str]]:
+    provider = stores.need_history()
+    store = stores.session_store()
     rows = []
     for session_id in ids:
-        stored = await provider.inspect(session_id, limit=0)
-        if stored is None:
+        history = await provider.inspect(session_id, limit=0)
+        state = None
+        if store is not None and session_id in kept:
+            state = await store.inspect(session_id)
+        if history is None and state is None:
             continue  # registered, but emptied or expired
-        row = session_json(stored)
-        span = f"{row['first_seq']}..{row['next_seq'] - 1}" if row["message_count"] else "-"
+        row = session_json(session_id, history, state)
+        count = "-" if row["message_count"] is None else row["message_count"]
         rows.append(
-            [_link(session_id), esc(row["message_count"]), esc(span), esc(row["updated_at"])]
+            [
+                _link(session_id),
+                esc(count),
+                esc(span(row)),
+                esc(state_cell(row)),
+                esc(row["updated_at"]),
+            ]
         )
     return rows
 
 
-_HEADERS: Final = ["session", "messages", "sequence numbers", "last append"]
+_HEADERS: Final = ["session", "messages", "sequence numbers", "session state", "last write"]
 
 
 async def overview(stores: Stores) -> str:
@@ -104,8 +124,8 @@ async def overview(stores: Stores) -> str:
     if provider is None:
         parts.append(f'<p class="muted">not installed: {esc(stores.missing["maf"])}</p>')
         return "".join(parts)
-    ids = await provider.list_sessions()
-    rows = await _rows(stores, ids[:OVERVIEW])
+    ids, kept = await _ids(stores)
+    rows = await _rows(stores, ids[:OVERVIEW], kept)
     if not rows:
         parts.append('<p class="muted">no agent sessions</p>')
         return "".join(parts)
@@ -118,9 +138,8 @@ async def overview(stores: Stores) -> str:
 async def sessions(stores: Stores, request: web.Request) -> Page:
     """Every session of the user, sorted by id, a page at a time."""
     offset = _count(request, "offset", 0) or 0
-    provider = stores.need_history()
-    ids = await provider.list_sessions()
-    rows = await _rows(stores, ids[offset : offset + SESSIONS_PER_PAGE])
+    ids, kept = await _ids(stores)
+    rows = await _rows(stores, ids[offset : offset + SESSIONS_PER_PAGE], kept)
     parts = ["<h1>Agent Framework sessions</h1>"]
     if rows:
         parts.append(_html.table(_HEADERS, rows, cls="sessions"))

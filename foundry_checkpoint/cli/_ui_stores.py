@@ -16,6 +16,7 @@ Example:
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -23,7 +24,11 @@ from ._common import Options
 
 if TYPE_CHECKING:
     from foundry_checkpoint_autogen import AutoGenStateStore
-    from foundry_checkpoint_maf import FoundryCheckpointStorage, FoundryHistoryProvider
+    from foundry_checkpoint_maf import (
+        FoundryCheckpointStorage,
+        FoundryHistoryProvider,
+        FoundrySessionStore,
+    )
 
     from .._langgraph._saver import FoundryCheckpointer
     from .._memory import FoundryStore
@@ -81,6 +86,7 @@ class Stores:
         self._autogen: AutoGenStateStore | None = None
         self._memory: FoundryStore | None = None
         self._history: FoundryHistoryProvider | None = None
+        self._sessions: FoundrySessionStore | None = None
 
     def saver(self) -> FoundryCheckpointer | None:
         """The LangGraph checkpointer (None when the ``langgraph`` extra is missing)."""
@@ -141,6 +147,20 @@ class Stores:
             prefix = self._opts.prefix or "maf-history"
             self._history = FoundryHistoryProvider(**self._opts.store_kwargs(prefix))
         return self._history
+
+    def session_store(self) -> FoundrySessionStore | None:
+        """The MAF agents' session store (None when the ``maf`` extra is missing)."""
+        if self._sessions is None and "maf" not in self.missing:
+            try:
+                with warnings.catch_warnings():  # MAF marks SessionStore experimental
+                    warnings.filterwarnings("ignore", message=r"\[SESSION_STORE\]")
+                    from foundry_checkpoint_maf import FoundrySessionStore
+            except ImportError as exc:
+                self.missing["maf"] = str(exc)
+                return None
+            prefix = self._opts.prefix or "maf-sessions"
+            self._sessions = FoundrySessionStore(**self._opts.store_kwargs(prefix))
+        return self._sessions
 
     def need_history(self) -> FoundryHistoryProvider:
         """The MAF agents' history provider.
@@ -216,6 +236,8 @@ class Stores:
             await self._memory.aclose()
         if self._history is not None:
             await self._history.aclose()
+        if self._sessions is not None:
+            await self._sessions.aclose()
 
 
 def config(thread: str, ns: str | None = None, checkpoint: str | None = None) -> Any:

@@ -47,6 +47,20 @@ async def _seed(cli: Cli, turns: dict[str | None, list[Message]], user: str = "a
             await history.save_messages(session, messages)
 
 
+async def _keep_sessions(cli: Cli, ids: Sequence[str], user: str = "alice") -> None:
+    """Agent sessions in a ``FoundrySessionStore`` (its default prefix locally, the test's in
+    hosted mode: one ``--prefix`` names both there)."""
+    from agent_framework import AgentSession
+
+    from foundry_checkpoint_maf import FoundrySessionStore
+
+    async with FoundrySessionStore(**cli.env.kwargs(user=user)) as store:
+        for session_id in ids:
+            session = AgentSession(session_id=session_id)
+            session.state["topic"] = os.urandom(300).hex()  # not compressible below 300 B
+            await store.set(session_id, session)
+
+
 async def _read(cli: Cli, session: str | None, user: str = "alice") -> list[Message]:
     async with _provider(cli, user) as history:
         return await history.get_messages(session)
@@ -67,15 +81,25 @@ def test_sessions_and_history_show_what_the_provider_keeps(cli: Cli) -> None:
     asyncio.run(_seed(cli, turns))
     asyncio.run(_seed(cli, {"chat-a": [Message("user", ["bob's own words"])]}, user="bob"))
 
+    asyncio.run(_keep_sessions(cli, ["chat-a", "state-only"]))
+
     listed = cli.json("maf", "sessions")
     assert listed["backend"]["store_prefix"] == _prefix(cli)
     rows = {r["session_id"]: r for r in listed["sessions"]}
-    assert list(rows) == [None, "chat-a", "chat-b"]  # sorted, the default first
+    assert list(rows) == [None, "chat-a", "chat-b", "state-only"]  # sorted, the default first
     for session, messages in turns.items():
         row = rows[session]
         assert row["message_count"] == len(messages)
         assert (row["first_seq"], row["next_seq"]) == (0, len(messages))
-        assert row["updated_at"].endswith("+00:00")
+        assert row["history_updated_at"].endswith("+00:00")
+    assert rows["chat-a"]["state_size"] > 300 and rows["chat-a"]["state_spilled"] is False
+    assert rows["chat-a"]["updated_at"] == max(
+        rows["chat-a"]["history_updated_at"], rows["chat-a"]["state_updated_at"]
+    )
+    assert rows["chat-b"]["state_size"] is None and rows["chat-b"]["state_updated_at"] is None
+    only = rows["state-only"]  # a session whose conversation lives in its state, say
+    assert only["message_count"] is None and only["history_updated_at"] is None
+    assert only["state_size"] > 300 and only["updated_at"] == only["state_updated_at"]
 
     data = cli.json("maf", "history", "chat-a")
     assert data["session_id"] == "chat-a" and data["message_count"] == 5
@@ -117,11 +141,17 @@ def test_sessions_and_history_show_what_the_provider_keeps(cli: Cli) -> None:
     assert sessions.exit_code == 0, sessions.stderr
     assert "(default: '')" in sessions.stdout and "chat-a" in sessions.stdout
     assert "2 session(s); more with --offset 2" in sessions.stdout
-    assert cli.json("maf", "sessions", "--offset", "2")["sessions"][0]["session_id"] == "chat-b"
+    rest = cli.json("maf", "sessions", "--offset", "2")["sessions"]
+    assert [r["session_id"] for r in rest] == ["chat-b", "state-only"]
+    elsewhere = cli.json("maf", "sessions", "--sessions-prefix", "no-such-prefix")["sessions"]
+    assert [r["session_id"] for r in elsewhere] == [None, "chat-a", "chat-b"]
+    assert all(r["state_size"] is None for r in elsewhere)
 
     # each user sees their own
     bob = cli.json("maf", "sessions", user="bob")["sessions"]
-    assert [(r["session_id"], r["message_count"]) for r in bob] == [("chat-a", 1)]
+    assert [(r["session_id"], r["message_count"], r["state_size"]) for r in bob] == [
+        ("chat-a", 1, None)
+    ]
     bobs = cli.json("maf", "history", "chat-a", user="bob")["messages"]
     assert [m["text"] for m in bobs] == ["bob's own words"]
     assert cli.json("maf", "sessions", user="carol")["sessions"] == []
@@ -156,6 +186,7 @@ def test_reading_writes_nothing_and_renews_no_ttl(cli: Cli) -> None:
     """Both commands only read: in hosted mode the emulator sees no write of any kind; in local
     mode no row of the embedded store changes (etag, update time, expiry)."""
     asyncio.run(_seed(cli, _turns()))
+    asyncio.run(_keep_sessions(cli, ["chat-a", "state-only"]))
     commands = (
         ["maf", "sessions"],
         ["maf", "history", "chat-a"],

@@ -6,9 +6,10 @@ screenshots go to ``test-output/ui/<test>/`` as the other explorer tests' do."""
 from __future__ import annotations
 
 import asyncio
+import warnings
 from pathlib import Path
 
-from agent_framework import Content, Message
+from agent_framework import AgentSession, Content, Message
 from playwright.sync_api import Browser, Page
 
 from foundry_checkpoint_maf import FoundryHistoryProvider
@@ -33,6 +34,12 @@ async def _seed(cli: Cli) -> None:
         )
         await history.save_messages("long", [Message("user", [f"m{i}"]) for i in range(60)])
         await history.save_messages(None, [Message("user", ["the default session"])])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # MAF marks SessionStore experimental
+        from foundry_checkpoint_maf import FoundrySessionStore
+    async with FoundrySessionStore(**cli.env.kwargs()) as sessions:
+        for session_id in ("chat-a", "state-only"):
+            await sessions.set(session_id, AgentSession(session_id=session_id))
 
 
 def test_browse_agent_sessions_histories_and_messages(
@@ -41,7 +48,7 @@ def test_browse_agent_sessions_histories_and_messages(
     off_loop(asyncio.run, _seed(cli))
     listed = off_loop(cli.json, "maf", "sessions")["sessions"]
     shown = ["(default: '')" if r["session_id"] is None else r["session_id"] for r in listed]
-    assert shown == ["(default: '')", "chat-a", "long"]
+    assert shown == ["(default: '')", "chat-a", "long", "state-only"]
 
     with explorer(cli) as served:
         url = sign_in(page, served)
@@ -51,8 +58,13 @@ def test_browse_agent_sessions_histories_and_messages(
         page.locator("a.sessions").click()
         assert page.url == f"{url}agents"
         rows = page.locator("table.sessions tbody tr")
-        assert rows.count() == 3
+        assert rows.count() == 4
         assert "60" in rows.nth(2).inner_text() and "0..59" in rows.nth(2).inner_text()
+        cells = rows.nth(1).locator("td")  # chat-a: a history and a stored session state
+        assert cells.nth(1).inner_text() == "4" and cells.nth(3).inner_text().endswith(" B")
+        cells = rows.nth(3).locator("td")  # state-only: no history
+        assert cells.nth(1).inner_text() == "-" and cells.nth(3).inner_text().endswith(" B")
+        assert rows.nth(2).locator("td").nth(3).inner_text() == "-"  # long: no stored state
 
         page.locator("table.sessions a.session", has_text="chat-a").click()
         assert "/agents/history?session=chat-a" in page.url
