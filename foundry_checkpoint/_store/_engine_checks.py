@@ -108,6 +108,45 @@ def _default_size_bound(compact: str) -> int:
     return len(compact) * _WIDEST
 
 
+_PLAIN_FROM: Final = 4096
+"""Strings at least this long are checked for characters JSON escapes before encoding."""
+_PLAIN_CHARS: Final = bytes(c for c in range(0x20, 0x80) if c not in b'"\\')
+"""The ASCII characters compact JSON writes as they are (``json.dumps`` escapes ``"``,
+``\\`` and control characters only)."""
+
+
+def compact_json(value: Mapping[str, object]) -> str:
+    """``json.dumps(value, separators=(",", ":"), ensure_ascii=False, allow_nan=False)``,
+    with long plain-ASCII strings of the top level copied instead of escaped char by char
+    (a base64 payload: half the time of the encoder's own scan).
+
+    Raises:
+        TypeError: A value is not JSON serializable.
+        ValueError: A float is not finite.
+
+    Example:
+        >>> compact_json({"a": "x" * 5000, "b": [1, None]}) == json.dumps(
+        ...     {"a": "x" * 5000, "b": [1, None]}, separators=(",", ":"))
+        True
+    """
+    if not all(isinstance(k, str) for k in value):
+        return json.dumps(value, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+    parts: list[str] = []
+    for name, item in value.items():
+        head = json.dumps(name, ensure_ascii=False)
+        if (
+            isinstance(item, str)
+            and len(item) >= _PLAIN_FROM
+            and item.isascii()
+            and not item.encode("ascii").translate(None, _PLAIN_CHARS)
+        ):
+            parts.append(f'{head}:"{item}"')
+        else:
+            body = json.dumps(item, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+            parts.append(f"{head}:{body}")
+    return "{" + ",".join(parts) + "}"
+
+
 def validate_value(value: object) -> str:
     """Check one item value and return its compact JSON text.
 
@@ -124,7 +163,7 @@ def validate_value(value: object) -> str:
         raise bad_request(f"value must be a JSON object, got {type(value).__name__}.", "value")
     plain = dict(value)
     try:
-        compact = json.dumps(plain, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+        compact = compact_json(plain)
         size = 0
         # ASCII text at most doubles in the default form (one space per separator), so a
         # value under half the limit needs no count of its separators.

@@ -208,6 +208,28 @@ def test_value_size_counts_the_default_separators(engine: StateEngine) -> None:
     assert engine.create_item(S, "k", fits, None, user="u")["key"] == "k"
 
 
+@pytest.mark.parametrize(
+    "value",
+    [
+        {"v": 1, "c": "raw", "d": "QUJD+/=" * 2000, "k": "00000000"},
+        {"d": "x" * 5000 + '"'},
+        {"d": "x" * 5000 + "\\"},
+        {"d": "x" * 5000 + "\n"},
+        {"d": "x" * 5000 + "\x7f", "e": "é" * 5000},
+        {"d": "ab" * 3000, "nested": {"s": "y" * 5000, "n": [1.5, None, True]}},
+        {1: "x" * 5000, "a": "b"},
+        {"ключ": "z" * 5000},
+    ],
+)
+def test_values_are_encoded_as_json_dumps_encodes_them(value: dict[Any, Any]) -> None:
+    from foundry_checkpoint._store._engine_checks import compact_json
+
+    expected = json.dumps(value, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+    assert compact_json(value) == expected
+    with pytest.raises(ValueError):
+        compact_json({"d": "x" * 5000, "f": float("nan")})
+
+
 def test_values_round_trip_and_are_stored_compactly(engine: StateEngine) -> None:
     value = {"text": "héllo ☃", "n": [1, 2.5, None, True], "o": {"x": {}}}
     engine.create_item(S, "k", value, None, user="u")
