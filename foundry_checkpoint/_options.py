@@ -60,8 +60,8 @@ class StoreOptions:
     Raises:
         InvalidIdentifierError: a bad prefix or user id.
         UntrustedDelegationError: ``user_id=`` in hosted mode without ``trusted_delegation``.
-        InvalidArgumentError: a TTL out of range, an unknown backend name, or
-            ``local_backend="sdk"`` in hosted mode.
+        InvalidArgumentError: a TTL out of range, a backend name not registered, or a local
+            backend named in hosted mode (where the service is the backend).
 
     Example:
         >>> StoreOptions(store_prefix="maf", user_id="alice").user_id

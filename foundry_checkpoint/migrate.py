@@ -67,13 +67,12 @@ from typing import TYPE_CHECKING, Any, Final, cast
 from langgraph.checkpoint.base import BaseCheckpointSaver, CheckpointTuple
 from langgraph.store.base import BaseStore, GetOp, PutOp
 
-from ._core import CheckpointCore
 from ._langgraph._saver import FoundryCheckpointer
-from ._options import StoreOptions
 from ._serde import StrictSerializer
-from ._store._hosted import hosted
+from ._store._backends import sdk_client_backend
 from ._store._listing import all_keys
 from ._store._protocol import StateStoreLike
+from .adapter import DEFAULT_ITEM_TTL_SECONDS, new_core
 from .errors import CorruptPayloadError, FoundryCheckpointError, InvalidArgumentError
 
 if TYPE_CHECKING:
@@ -156,18 +155,19 @@ class LangchainAzureSource(BaseCheckpointSaver[str]):
         kwargs = dict(store_kwargs)
         kwargs.pop("store_prefix", None)
         kwargs.pop("local_backend", None)
-        options: dict[str, Any] = {
-            name: kwargs.pop(name)
-            for name in ("credential", "endpoint", "user_id", "trusted_delegation")
-            if name in kwargs
-        }
-        self._core = CheckpointCore(
-            StoreOptions(
-                store_prefix="langgraph",  # names none of the stores read here
-                local_backend="sqlite" if hosted() else "sdk",
-                client_kwargs=kwargs,
-                **options,
-            ),
+        self._core = new_core(
+            {
+                "store_prefix": "langgraph",  # names none of the stores read here
+                "credential": kwargs.pop("credential", None),
+                "endpoint": kwargs.pop("endpoint", None),
+                "user_id": kwargs.pop("user_id", None),
+                "trusted_delegation": kwargs.pop("trusted_delegation", False),
+                "item_ttl_seconds": DEFAULT_ITEM_TTL_SECONDS,  # creates no store
+                "spill": None,
+                # the stores the SDK's own client wrote: its local files, or the service
+                "local_backend": sdk_client_backend(),
+                "client_kwargs": kwargs,
+            },
             scope_word="thread",
         )
 

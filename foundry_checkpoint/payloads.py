@@ -61,13 +61,13 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Final, TypedDict, TypeGuard
 
 from . import _codec
-from ._core import CheckpointCore, LocalBackend, Scope
+from ._core import LocalBackend, Scope
 from ._lifecycle import CoreOwner
 from ._offload import offload
-from ._options import StoreOptions
 from ._store._limits import DEFAULT_ITEM_TTL_SECONDS
 from ._store._listing import create_item
 from ._store._naming import item_key
+from .adapter import new_core
 from .errors import (
     CorruptPayloadError,
     FoundryCheckpointError,
@@ -174,7 +174,8 @@ class PayloadStore(CoreOwner):
         spill: Where payloads over the 1 MB item limit go (default: a folder under the state
             root locally; in hosted mode ``FOUNDRY_CHECKPOINT_BLOB_*`` blob storage if set,
             else chunk items of the payload store itself).
-        local_backend: ``"sqlite"`` (embedded, default) or ``"sdk"`` (the SDK's local mode).
+        local_backend: ``"sqlite"`` (embedded, default), ``"sdk"`` (the SDK's local mode) or
+            the name of a registered backend.
         **client_kwargs: Passed to the ``FoundryStateStore`` client (hosted mode).
 
     Every operation has a sync face (``put``, ``get``, ``delete``, ``gc``) and an async one
@@ -203,20 +204,7 @@ class PayloadStore(CoreOwner):
         local_backend: LocalBackend = "sqlite",
         **client_kwargs: Any,
     ) -> None:
-        self._core = CheckpointCore(
-            StoreOptions(
-                store_prefix=store_prefix,
-                credential=credential,
-                endpoint=endpoint,
-                user_id=user_id,
-                trusted_delegation=trusted_delegation,
-                item_ttl_seconds=item_ttl_seconds,
-                spill=spill,
-                local_backend=local_backend,
-                client_kwargs=client_kwargs,
-            ),
-            scope_word="payload store",
-        )
+        self._core = new_core(locals(), scope_word="payload store")
         self._owns_core = True
 
     def __repr__(self) -> str:

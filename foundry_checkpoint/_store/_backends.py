@@ -5,7 +5,10 @@ A backend (:class:`~._backend.Backend`) is registered under its ``local_backend=
 (:class:`~._sdk_local.SdkLocalBackend`, the SDK's local mode under a file lock); with
 ``FOUNDRY_HOSTING_ENVIRONMENT`` set the choice is always :class:`~._hosted.HostedBackend` (the
 service), and naming another backend is an error. A new backend is one module with its class
-plus one :func:`register_backend` call; nothing above the store layer changes.
+plus one :func:`register_backend` call; nothing above the store layer changes, and nothing above
+it names a backend either: the adapters pass the ``local_backend=`` value they were given, the
+CLI offers :func:`backend_names`, and a tool that reads the SDK's own stores asks
+:func:`sdk_client_backend`.
 
 Every store is opened with ``user_isolation=True``, and :func:`open_isolated` refuses an
 existing store without it, whatever the backend. Every client a chosen backend hands out
@@ -31,7 +34,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
-from typing import Final, Literal
+from typing import Final, Literal, TypeAlias
 
 from azure.ai.agentserver.core.storage import FoundryStorageError, FoundryStorageNotFoundError
 
@@ -48,14 +51,18 @@ __all__ = [
     "DEFAULT_BACKEND",
     "BackendFactory",
     "LocalBackend",
+    "backend_names",
     "check_backend_choice",
     "choose_backend",
     "open_isolated",
     "register_backend",
+    "sdk_client_backend",
 ]
 
-#: The ``local_backend=`` option of the adapters (the built-in names).
-LocalBackend = Literal["sqlite", "sdk"]
+#: The ``local_backend=`` option of the adapters: a built-in name (which editors offer) or the
+#: name of any backend registered with :func:`register_backend`, checked against the registry
+#: when the adapter is built (:func:`check_backend_choice`), not by the type.
+LocalBackend: TypeAlias = Literal["sqlite", "sdk"] | str
 #: Builds a backend from the adapter's options (a backend class is one).
 BackendFactory = Callable[[BackendSettings], Backend]
 #: The backend of local mode when none is named.
@@ -99,6 +106,43 @@ def register_backend(name: str, factory: BackendFactory) -> None:
             "another name."
         )
     _LOCAL[name] = factory
+
+
+def backend_names() -> tuple[str, ...]:
+    """The ``local_backend=`` names registered now, the built-in ones first.
+
+    Returns:
+        The names, in registration order (what the CLI's ``--local-backend`` accepts).
+
+    Example:
+        >>> backend_names()[:2]
+        ('sqlite', 'sdk')
+    """
+    return tuple(_LOCAL)
+
+
+def sdk_client_backend() -> str:
+    """The ``local_backend=`` value whose stores are those ``FoundryStateStore``'s own client
+    uses: the SDK's local files in local mode, the service in hosted mode.
+
+    For a tool that reads what another user of the SDK's client wrote (the migration source of
+    langchain-azure-ai's saver), so that it names no backend itself.
+
+    Returns:
+        ``"sdk"`` in local mode; in hosted mode, where the service is the only backend, the
+        default name (the only one accepted there).
+
+    Example:
+        >>> import os
+        >>> from unittest import mock
+        >>> with mock.patch.dict(os.environ):
+        ...     _ = os.environ.pop(HOSTING_ENV, None)
+        ...     local = sdk_client_backend()
+        ...     os.environ[HOSTING_ENV] = "1"
+        ...     local, sdk_client_backend()
+        ('sdk', 'sqlite')
+    """
+    return DEFAULT_BACKEND if hosted() else "sdk"
 
 
 def check_backend_choice(name: str) -> None:
