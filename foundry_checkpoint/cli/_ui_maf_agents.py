@@ -177,16 +177,32 @@ async def history(stores: Stores, request: web.Request) -> Page:
     stored = await provider.inspect(
         session_id, offset=offset, limit=MESSAGES_PER_PAGE, last=last or None
     )
+    store = stores.session_store()
+    state = None if session_id is None or store is None else await store.inspect(session_id)
+    title = f"Session {_shown(session_id)}"
+    kept = session_json(session_id, None, state)
+    written = f" · written {kept['state_updated_at']}" if state is not None else ""
+    state_row = ["session state", esc(state_cell(kept) + written)]
     if stored is None:
-        raise Refused(404, f"session {_shown(session_id)!r} has no history")
+        if state is None:
+            raise Refused(404, f"session {_shown(session_id)!r} has no history")
+        info = [["session", f'<span class="id">{esc(_shown(session_id))}</span>'], state_row]
+        body = (
+            '<p><a href="/agents">← sessions</a></p>'
+            f"<h1>{esc(title)}</h1>"
+            + _html.table(["field", "value"], info, cls="info")
+            + '<p class="muted">no history: only its AgentSession is stored</p>'
+        )
+        return Page(title, body)
     data = history_json(stored, offset=offset)
     window = stored.count if not last else min(last, stored.count)
-    span = f"{stored.first}..{stored.next - 1}" if stored.count else "-"
+    seqs = f"{stored.first}..{stored.next - 1}" if stored.count else "-"
     info = [
         ["session", f'<span class="id">{esc(_shown(session_id))}</span>'],
         ["messages kept", esc(stored.count)],
-        ["sequence numbers", esc(span)],
+        ["sequence numbers", esc(seqs)],
         ["last append", esc(data["updated_at"])],
+        state_row,
     ]
     rows = [
         [
@@ -199,7 +215,6 @@ async def history(stores: Stores, request: web.Request) -> Page:
         ]
         for item in data["messages"]
     ]
-    title = f"Session {_shown(session_id)}"
     parts = [
         '<p><a href="/agents">← sessions</a></p>',
         f"<h1>{esc(title)}</h1>",

@@ -75,7 +75,8 @@ def test_browse_agent_sessions_histories_and_messages(
         assert 'call search({"q": "<b>maf</b>"})' in text
         assert page.locator("main script, main img, main b").count() == 0
         assert "pwned" not in page.title()
-        assert "4" in page.locator("table.info").inner_text()
+        info = page.locator("table.info").inner_text()
+        assert "4" in info and " B · written " in info  # the history and the stored session
         page.screenshot(path=shots / "history.png", full_page=True)
 
         page.locator("table.messages a.message", has_text="2").click()
@@ -97,6 +98,11 @@ def test_browse_agent_sessions_histories_and_messages(
         newest = page.locator("table.messages tbody tr")
         assert newest.count() == 50 and newest.first.inner_text().startswith("10")
         page.screenshot(path=shots / "history-newest.png", full_page=True)
+
+        page.goto(url + "agents")
+        page.locator("table.sessions a.session", has_text="state-only").click()
+        assert "no history: only its AgentSession is stored" in page.locator("main").inner_text()
+        assert " B · written " in page.locator("table.info").inner_text()
 
         page.goto(f"{url}agents/history?session=")
         assert "the default session" in page.locator("table.messages").inner_text()
