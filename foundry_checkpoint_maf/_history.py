@@ -39,6 +39,10 @@ spilled blobs). ``delete_session`` deletes the session's store partition of this
 
 **Decoding** is JSON only: ``json.loads`` and ``Message.from_dict`` (what ``FileHistoryProvider``
 uses); nothing stored can run code on read.
+
+**Inspection** (``list_sessions``, ``inspect``; what ``foundry-checkpoint maf sessions`` and
+``maf history`` show) only reads: the session index, the head, the messages of a window with
+their sequence numbers and stored sizes; nothing is written and no TTL renewed.
 """
 
 from __future__ import annotations
@@ -94,6 +98,7 @@ _PAGE: Final = 100
 _MAX_ATTEMPTS: Final = 100
 _BACKOFF_S: Final = 0.001
 _BACKOFF_CAP_S: Final = 0.05
+_BRANCH_KEY: Final = "branch"
 
 
 def _message_key(seq: int) -> str:
@@ -102,6 +107,95 @@ def _message_key(seq: int) -> str:
 
 def _message_tags(seq: int) -> dict[str, str]:
     return {"kind": _MESSAGE_KIND, "seq": f"{seq:0{_SEQ_DIGITS}d}"}
+
+
+Ranges = list[tuple[int, int]]
+
+
+def _recorded(state: dict[str, Any] | None) -> Ranges | None:
+    """The branch record in the session's provider state: sorted, disjoint ``[start, stop)``
+    ranges of sequence numbers; None when there is none (an older session, no state).
+
+    Example:
+        >>> _recorded({"branch": [[0, 4], [6, 8]]})
+        [(0, 4), (6, 8)]
+        >>> _recorded({}) is None
+        True
+    """
+    if state is None or _BRANCH_KEY not in state:
+        return None
+    raw = state[_BRANCH_KEY]
+    ranges: Ranges = []
+    if isinstance(raw, list):
+        for pair in raw:
+            if (
+                isinstance(pair, (list, tuple))
+                and len(pair) == 2
+                and all(isinstance(x, int) and not isinstance(x, bool) for x in pair)
+                and 0 <= pair[0] < pair[1]
+                and (not ranges or ranges[-1][1] < pair[0])
+            ):
+                ranges.append((pair[0], pair[1]))
+            else:
+                ranges = []
+                break
+        else:
+            return ranges if ranges else None
+    raise CorruptPayloadError(
+        f"The session state's {_BRANCH_KEY!r} holds {raw!r}, not sorted ranges of sequence "
+        "numbers; it was changed outside foundry-checkpoint. Remove the key to read the "
+        "whole history."
+    )
+
+
+def _clip(ranges: Ranges, low: int, high: int) -> Ranges:
+    """The ranges cut to ``[low, high)``.
+
+    Example:
+        >>> _clip([(0, 4), (6, 8)], 2, 7)
+        [(2, 4), (6, 7)]
+    """
+    out = [(max(a, low), min(b, high)) for a, b in ranges]
+    return [(a, b) for a, b in out if a < b]
+
+
+def _last(ranges: Ranges, count: int | None) -> Ranges:
+    """The ranges holding only the last ``count`` sequence numbers (None: all).
+
+    Example:
+        >>> _last([(0, 4), (6, 8)], 3)
+        [(3, 4), (6, 8)]
+    """
+    if count is None:
+        return list(ranges)
+    out: Ranges = []
+    for a, b in reversed(ranges):
+        if count <= 0:
+            break
+        take = min(count, b - a)
+        out.append((b - take, b))
+        count -= take
+    return out[::-1]
+
+
+def _joined(ranges: Ranges, start: int, stop: int) -> Ranges:
+    """``[start, stop)`` added after the ranges, merged when contiguous.
+
+    Example:
+        >>> _joined([(0, 4)], 4, 6)
+        [(0, 6)]
+        >>> _joined([(0, 4)], 8, 9)
+        [(0, 4), (8, 9)]
+    """
+    if start >= stop:
+        return list(ranges)
+    if ranges and ranges[-1][1] == start:
+        return [*ranges[:-1], (ranges[-1][0], stop)]
+    return [*ranges, (start, stop)]
+
+
+def _seqs(ranges: Ranges) -> list[int]:
+    return [s for a, b in ranges for s in range(a, b)]
 
 
 class FoundryHistoryProvider(CoreOwner, HistoryProvider):
@@ -237,15 +331,22 @@ class FoundryHistoryProvider(CoreOwner, HistoryProvider):
                 f"({type(exc).__name__}: {exc}); delete_session() removes the session."
             ) from exc
 
-    async def _read_range(self, scope: Scope, start: int, stop: int) -> list[Message]:
+    async def _read_seqs(self, scope: Scope, seqs: Sequence[int]) -> list[Message]:
         out: list[Message] = []
-        for page in range(start, stop, _PAGE):
+        for page in range(0, len(seqs), _PAGE):
             found = await bounded(
-                (self._read_one(scope, s) for s in range(page, min(page + _PAGE, stop))),
+                (self._read_one(scope, s) for s in seqs[page : page + _PAGE]),
                 limit=_READ_CONCURRENCY,
             )
             out.extend(m for m in found if m is not None)
         return out
+
+    def _visible(self, recorded: Ranges | None, first: int, nxt: int) -> Ranges:
+        """The sequence numbers a session sees: its branch's (when recorded) or the whole kept
+        range, clipped to the head's ``[first, next)``, and to the last ``max_messages``."""
+        if recorded is None or recorded[-1][1] > nxt:  # none, or from a deleted session
+            return [(first, nxt)] if first < nxt else []
+        return _last(_clip(recorded, first, nxt), self.max_messages)
 
     # -- the HistoryProvider contract ---------------------------------------------------------
     async def get_messages(
@@ -277,8 +378,9 @@ class FoundryHistoryProvider(CoreOwner, HistoryProvider):
             >>> asyncio.run(demo())
             ['b']
         """
-        del state, kwargs
+        del kwargs
         session_id = self._checked(session_id)
+        recorded = _recorded(state)
         if last is not None and (isinstance(last, bool) or not isinstance(last, int) or last < 0):
             raise InvalidArgumentError(f"last must be a non-negative int or None, got {last!r}")
         call = self._core.capture()
@@ -291,8 +393,9 @@ class FoundryHistoryProvider(CoreOwner, HistoryProvider):
             if head is None:
                 return []
             first, nxt = self._bounds(head.value)
-            start = first if last is None else max(first, nxt - last)
-            return await self._read_range(scope, start, nxt)
+            return await self._read_seqs(
+                scope, _seqs(_last(self._visible(recorded, first, nxt), last))
+            )
 
         messages = await self._run(_get(), call=call)
         if self.skip_excluded:
@@ -326,8 +429,9 @@ class FoundryHistoryProvider(CoreOwner, HistoryProvider):
             >>> asyncio.run(demo())
             1
         """
-        del state, kwargs
+        del kwargs
         session_id = self._checked(session_id)
+        recorded = _recorded(state)
         incoming = list(messages)
         if not incoming:
             return
@@ -336,24 +440,45 @@ class FoundryHistoryProvider(CoreOwner, HistoryProvider):
             for m in incoming
         ]
         call = self._core.capture()
-        await self._run(self._append(session_id, incoming, payloads), call=call, shield=True)
+        branch = await self._run(
+            self._append(session_id, incoming, payloads, recorded), call=call, shield=True
+        )
+        if state is not None and branch is not None:
+            state[_BRANCH_KEY] = [[a, b] for a, b in branch]
 
     async def _append(
-        self, session_id: str | None, incoming: list[Message], payloads: list[bytes]
-    ) -> None:
+        self,
+        session_id: str | None,
+        incoming: list[Message],
+        payloads: list[bytes],
+        recorded: Ranges | None,
+    ) -> Ranges | None:
+        """Reserve and write the new messages; the session's branch after them (None: nothing
+        was new)."""
         scope = await self._core.scope(session_id)
         store = scope.store
         for attempt in range(_MAX_ATTEMPTS):
             head = await store.get_item(_HEAD_KEY)
             first, nxt = (0, 0) if head is None else self._bounds(head.value)
-            tail = await self._read_range(scope, max(first, nxt - len(incoming)), nxt)
+            seen = self._visible(recorded, first, nxt)
+            tail = await self._read_seqs(scope, _seqs(_last(seen, len(incoming))))
             new = filter_new_messages(tail, incoming)
             if not new:
-                return
+                return None
             start = len(incoming) - len(new)  # the new ones are a suffix of incoming
             stop = nxt + len(new)
-            keep_from = first if self.max_messages is None else max(first, stop - self.max_messages)
+            # a branch that does not end where the history does was forked off (a snapshot
+            # of the session continued twice): from then on nothing is deleted
+            was_forked = head is not None and head.value.get("forked") is True
+            forked = was_forked or (recorded is not None and recorded[-1][1] < nxt)
+            keep_from = (
+                first
+                if self.max_messages is None or forked
+                else max(first, stop - self.max_messages)
+            )
             value: dict[str, Any] = {"first": keep_from, "next": stop}
+            if forked:
+                value["forked"] = True
             try:
                 if head is None:
                     await store.create_item(_HEAD_KEY, value, tags=_HEAD_TAGS)
@@ -386,6 +511,8 @@ class FoundryHistoryProvider(CoreOwner, HistoryProvider):
                 limit=_READ_CONCURRENCY,
             )
         await scope.touch()
+        branch = _joined(seen, nxt, stop)
+        return _last(_clip(branch, keep_from, stop), self.max_messages)
 
     async def _evict(self, scope: Scope, seq: int) -> None:
         await scope.delete(_message_key(seq))

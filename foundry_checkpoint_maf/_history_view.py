@@ -150,11 +150,7 @@ async def history_sessions(provider: FoundryHistoryProvider) -> list[str | None]
     """Every session the current user has a history in under the provider's prefix, from the
     session index (no message is read): sorted, with None (``session_id=None``) first."""
     core = provider._core
-
-    async def _ids() -> list[str | None]:
-        return await core.scope_ids()
-
-    ids = await core.arun(_ids(), call=core.capture())
+    ids = await core.arun(core.scope_ids(), call=core.capture())
     named: list[str | None] = list(sorted({i for i in ids if i is not None}))
     return [None, *named] if None in ids else named
 
