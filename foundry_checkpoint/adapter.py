@@ -27,6 +27,9 @@ it (the ``adapters-use-the-interface`` and ``langgraph-uses-the-interface`` cont
   :data:`INLINE_BUDGET` (the bytes one item value may take inline);
 * **naming**: :func:`item_key`, :func:`tag_value`, :func:`unescape`, :func:`check_identifier`,
   :func:`check_text` (collision-free keys and tags within the documented limits);
+* **backends**: :func:`register_backend` (make ``local_backend="<name>"`` choose a backend of
+  one's own, a class satisfying :class:`Backend`, built from the adapter's
+  :class:`BackendSettings`) and :func:`backend_names` (the names registered now);
 * **the version** (``__version__``, the distribution's, which the adapters report as theirs);
 * **defaults**: :data:`DEFAULT_ITEM_TTL_SECONDS`, :data:`DEFAULT_GC_GRACE_SECONDS`,
   :class:`GcReport`, :data:`LocalBackend`.
@@ -66,6 +69,8 @@ from ._core import (
 )
 from ._lifecycle import CoreOwner
 from ._options import StoreOptions
+from ._store._backend import Backend, BackendSettings
+from ._store._backends import backend_names, register_backend
 from ._store._limits import DEFAULT_ITEM_TTL_SECONDS, MAX_PAGE
 from ._store._listing import create_item
 from ._store._naming import check_identifier, check_text, item_key, tag_value, unescape
@@ -78,6 +83,8 @@ __all__ = [
     "DEFAULT_ITEM_TTL_SECONDS",
     "INLINE_BUDGET",
     "MAX_PAGE",
+    "Backend",
+    "BackendSettings",
     "Call",
     "Caller",
     "CheckpointCore",
@@ -90,6 +97,7 @@ __all__ = [
     "StateStoreLike",
     "StoreOptions",
     "StoredItem",
+    "backend_names",
     "bounded",
     "check_identifier",
     "check_text",
@@ -98,6 +106,7 @@ __all__ = [
     "new_core",
     "newest_item",
     "read_newest",
+    "register_backend",
     "spilled_digest",
     "tag_value",
     "unescape",

@@ -37,7 +37,7 @@ import typer
 
 from ..errors import InvalidArgumentError
 from . import _autogen, _common, _langgraph, _maf, _memory
-from ._common import JsonFlag, LocalBackendChoice, OneLineErrors, Options, configure_output
+from ._common import JsonFlag, LocalBackendOption, OneLineErrors, Options, configure_output
 
 __all__ = ["app", "main"]
 
@@ -102,13 +102,7 @@ def _root(
             help="hosted mode against the emulator: authenticate as this emulator user",
         ),
     ] = None,
-    local_backend: Annotated[
-        LocalBackendChoice,
-        typer.Option(
-            "--local-backend",
-            help="local mode: 'sqlite' (embedded store, default) or 'sdk' (the SDK's files)",
-        ),
-    ] = LocalBackendChoice.sqlite,
+    local_backend: LocalBackendOption = "sqlite",
     verbose: Annotated[
         bool,
         typer.Option(
@@ -130,7 +124,7 @@ def _root(
         ca_file,
         user_id,
         emulator_user,
-        local_backend.value,
+        local_backend,
         trusted_delegation,
     )
 

@@ -4,7 +4,6 @@ escaped tables and strict JSON output."""
 from __future__ import annotations
 
 import contextlib
-import enum
 import logging
 import ssl
 import sys
@@ -20,6 +19,7 @@ from rich.table import Table
 from rich.text import Text
 from typer.core import TyperGroup
 
+from ..adapter import backend_names
 from ..errors import FoundryCheckpointError
 from ._format import cell, mask_secrets, strict_json, visible
 
@@ -92,9 +92,61 @@ class OneLineErrors(TyperGroup):
         return code
 
 
-class LocalBackendChoice(str, enum.Enum):
-    sqlite = "sqlite"
-    sdk = "sdk"
+def local_backend_option(value: str) -> str:
+    """``--local-backend``: the name of a backend registered when the command line is parsed.
+
+    The names come from the registry (``foundry_checkpoint.adapter.backend_names``), not from a
+    list of the CLI's own, so a backend registered (``register_backend``) before ``main()``
+    runs is a choice as well.
+
+    Args:
+        value: The name given.
+
+    Returns:
+        ``value``.
+
+    Raises:
+        typer.BadParameter: No backend is registered under ``value`` (a usage error, exit 2).
+
+    Example:
+        >>> local_backend_option("sdk")
+        'sdk'
+        >>> try:
+        ...     local_backend_option("nope")
+        ... except typer.BadParameter as exc:
+        ...     print(exc)
+        'nope' is not a registered backend: choose 'sqlite', 'sdk'...
+    """
+    names = backend_names()
+    if value not in names:
+        raise typer.BadParameter(
+            f"{value!r} is not a registered backend: choose " + ", ".join(map(repr, names))
+        )
+    return value
+
+
+def local_backend_names(incomplete: str) -> list[str]:
+    """The registered backend names starting with ``incomplete`` (shell completion).
+
+    Example:
+        >>> local_backend_names("s")
+        ['sqlite', 'sdk']
+    """
+    return [name for name in backend_names() if name.startswith(incomplete)]
+
+
+LocalBackendOption = Annotated[
+    str,
+    typer.Option(
+        "--local-backend",
+        metavar="NAME",
+        parser=local_backend_option,
+        autocompletion=local_backend_names,
+        help="local mode: 'sqlite' (embedded store, default), 'sdk' (the SDK's files) or "
+        "another registered backend",
+    ),
+]
+"""The ``--local-backend`` option of the root command (see :func:`local_backend_option`)."""
 
 
 @dataclass

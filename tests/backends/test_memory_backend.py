@@ -3,12 +3,13 @@
 Registered under ``local_backend="memory"``, it runs the store's differential scenarios (the
 same transcripts as the SDK's local mode) and LangGraph's conformance suite (81/81) with no
 file above the store layer knowing it exists. The adapters, the core and the CLI reach it only
-through the ``Backend`` object.
+through the ``Backend`` object; the CLI offers it as ``--local-backend memory`` once registered.
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -87,7 +88,7 @@ async def test_conformance_81_of_81_on_the_memory_backend(tmp_path: Path) -> Non
 
 
 def test_the_adapters_see_only_the_backend_object(tmp_path: Path) -> None:
-    with FoundryCheckpointer(local_backend=NAME) as saver:  # type: ignore[arg-type]
+    with FoundryCheckpointer(local_backend=NAME) as saver:
         assert (saver.kind, saver.location) == ("memory", "(memory)")
         assert saver.spill_location == "chunk items of each thread's own store"
         backend = saver._core.backend  # the registered backend, behind the store seam
@@ -113,10 +114,39 @@ def test_a_backend_name_is_registered_once() -> None:
     with pytest.raises(InvalidArgumentError, match="is taken"):
         register_backend(NAME, lambda settings: MemoryBackend(settings))
     with pytest.raises(InvalidArgumentError, match="'sqlite', 'sdk' or 'memory', got 'nope'"):
-        FoundryCheckpointer(local_backend="nope")  # type: ignore[arg-type]
+        FoundryCheckpointer(local_backend="nope")
 
 
 def test_a_local_backend_is_refused_in_hosted_mode(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("FOUNDRY_HOSTING_ENVIRONMENT", "1")
     with pytest.raises(InvalidArgumentError, match="only available when it is unset"):
-        FoundryCheckpointer(local_backend=NAME)  # type: ignore[arg-type]
+        FoundryCheckpointer(local_backend=NAME)
+
+
+def test_a_registered_backend_is_a_choice_of_the_cli() -> None:
+    from langchain_core.runnables import RunnableConfig
+    from langgraph.checkpoint.base import empty_checkpoint
+    from typer.testing import CliRunner
+
+    from foundry_checkpoint.cli import app
+
+    config: RunnableConfig = {"configurable": {"thread_id": "t-cli", "checkpoint_ns": ""}}
+    with FoundryCheckpointer(store_prefix="cli-memory", local_backend=NAME) as saver:
+        saver.put(config, empty_checkpoint(), {"step": -1}, {})
+    runner = CliRunner()
+    chosen = runner.invoke(
+        app, ["--prefix", "cli-memory", "--local-backend", NAME, "--json", "threads"]
+    )
+    assert chosen.exit_code == 0, chosen.stderr
+    shown = json.loads(chosen.stdout)
+    assert shown["backend"]["kind"] == "memory"
+    assert [row["thread_id"] for row in shown["threads"]] == ["t-cli"]
+    default = runner.invoke(app, ["--prefix", "cli-memory", "--json", "threads"])
+    assert default.exit_code == 0, default.stderr
+    assert json.loads(default.stdout)["threads"] == []  # the thread is in the memory backend
+    refused = runner.invoke(app, ["--local-backend", "nope", "threads"])
+    assert refused.exit_code == 2
+    assert refused.stderr.count("\n") == 1
+    assert "'nope' is not a registered backend: choose 'sqlite', 'sdk', 'memory'" in (
+        refused.stderr
+    )
