@@ -34,6 +34,11 @@ SECTIONS: dict[str, tuple[str, str, tuple[str, ...]]] = {
         "chat",
         ("memory", "sqlite", "postgres", "fc-local", "fc-sdk", "fc-hosted"),
     ),
+    "lg-chat-800": (
+        "_langgraph",
+        "chat",
+        ("memory", "sqlite", "postgres", "fc-local", "fc-hosted"),
+    ),
     "lg-growth": ("_langgraph", "growth", ("memory", "sqlite", "fc-local", "fc-sdk", "fc-hosted")),
     "lg-read": (
         "_langgraph",
@@ -89,6 +94,7 @@ FULL: dict[str, dict[str, Any]] = {
     "engine": {"sizes": [10, 100, 1_000, 100_000], "ops": 200, "value_bytes": 1024},
     "sdk-store": {"sizes": [10, 100, 1_000], "ops": 10, "value_bytes": 1024, "budget_s": 60},
     "lg-chat": {"steps": 200, "chars": 2500, "reps": 3, "sdk_reps": 1, "sdk_budget_s": 60},
+    "lg-chat-800": {"steps": 200, "chars": 800, "reps": 5, "sdk_reps": 1, "sdk_budget_s": 60},
     "lg-growth": {
         "steps": 1000,
         "chars": 500,
@@ -139,6 +145,7 @@ QUICK: dict[str, dict[str, Any]] = {
     "engine": {"sizes": [10, 100, 1_000, 10_000], "ops": 50, "value_bytes": 1024},
     "sdk-store": {"sizes": [10, 100], "ops": 5, "value_bytes": 1024, "budget_s": 10},
     "lg-chat": {"steps": 20, "chars": 2500, "reps": 1, "sdk_reps": 1, "sdk_budget_s": 10},
+    "lg-chat-800": {"steps": 20, "chars": 800, "reps": 1, "sdk_reps": 1, "sdk_budget_s": 10},
     "lg-growth": {
         "steps": 100,
         "chars": 500,

@@ -224,22 +224,39 @@ def _rss(unit: dict[str, Any]) -> str:
 
 
 def _lg_chat(results: dict[str, Any], scales: dict[str, Any], lines: list[str]) -> None:
-    section = _Section(results, "lg-chat", _LG_NAMES)
+    _chat_section(results, scales, lines, "lg-chat", "1.")
+
+
+def _lg_chat_800(results: dict[str, Any], scales: dict[str, Any], lines: list[str]) -> None:
+    """The chat with short (800-character) messages: per-call overhead, not bytes, dominates."""
+    _chat_section(results, scales, lines, "lg-chat-800", "1b.")
+
+
+def _chat_section(
+    results: dict[str, Any], scales: dict[str, Any], lines: list[str], key: str, number: str
+) -> None:
+    section = _Section(results, key, _LG_NAMES)
     if not section.units:
         return
-    scale = scales["lg-chat"]
+    scale = scales[key]
     mem, sql = section.result("memory"), section.result("sqlite")
     mem_ms = mem["mean_ms"] if mem else None
     sql_ms = sql["mean_ms"] if sql else None
     history = next((r["history_bytes"] for _, r, _ in section.ran()), None)
     lines += [
-        f"## 1. LangGraph chat thread: {scale['steps']} turns, history grows to {_kb(history)} KB",
+        f"## {number} LangGraph chat thread, {scale['chars']:,}-character messages: "
+        f"{scale['steps']} turns, history grows to {_kb(history)} KB",
         "",
         f"One `assistant` node (`add_messages`); each turn = one `ainvoke` with a "
         f"{scale['chars']}-character user message, answered by a {scale['chars']}-character "
         f"assistant message; 3 checkpoints and 2 `put_writes` per turn. Median of "
-        f"{scale['reps']} runs (the SDK backend: {scale['sdk_reps']}, stopped after "
-        f"{scale['sdk_budget_s']} s). *serialized* = bytes the saver asked LangGraph's "
+        f"{scale['reps']} runs"
+        + (
+            f" (the SDK backend: {scale['sdk_reps']}, stopped after {scale['sdk_budget_s']} s)"
+            if section.result("fc-sdk")
+            else ""
+        )
+        + ". *serialized* = bytes the saver asked LangGraph's "
         "serializer for; *stored* = item value bytes written (Foundry), database growth "
         "(SQLite file, PostgreSQL `pg_database_size`, after TOAST compression).",
         "",
@@ -730,6 +747,7 @@ def _maf_agents(results: dict[str, Any], scales: dict[str, Any], lines: list[str
 
 _SECTIONS: tuple[Callable[[dict[str, Any], dict[str, Any], list[str]], None], ...] = (
     _lg_chat,
+    _lg_chat_800,
     _lg_growth,
     _lg_read,
     _lg_big,
