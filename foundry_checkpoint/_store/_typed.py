@@ -5,8 +5,11 @@ failure reaches the adapters (and their users) as a
 :class:`~foundry_checkpoint.errors.StoreError` subclass: still the SDK's class (code that
 catches ``FoundryStorageNotFoundError`` or ``FoundryStoragePreconditionError`` keeps working,
 with the same ``status_code``, ``param``, ``current_etag``), also a
-``FoundryCheckpointError``, with a message that names the store and says what to do, and the
-SDK's error as ``__cause__``.
+``FoundryCheckpointError``, with a message that says what to do and names no store and no item
+key (a host may show ``str(error)`` to its client), and the SDK's error as ``__cause__``. Where
+it happened stays for logs: the store name in the error's ``store``, the SDK's own text (which
+may name both) in its ``message`` and in ``__cause__``. ``tests/backends/test_typed_errors.py``
+shows each case on the hosted path against the emulator.
 
 Example:
     >>> import asyncio
