@@ -53,7 +53,6 @@ def _kill_after(proc: subprocess.Popen[str], saves: int, offset_s: float) -> int
 
 
 @pytest.mark.multiprocess
-@pytest.mark.slow
 async def test_kill_mid_save_loses_no_confirmed_save_and_keeps_the_versions_bounded(
     store_env: Any, make_store: Any
 ) -> None:
