@@ -22,10 +22,17 @@ import json
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Final
 
+from ..errors import CorruptPayloadError
 from ._format import jsonable
 
 if TYPE_CHECKING:
-    from foundry_checkpoint_maf import StoredHistory, StoredMessage, StoredSession
+    from foundry_checkpoint_maf import (
+        FoundryHistoryProvider,
+        FoundrySessionStore,
+        StoredHistory,
+        StoredMessage,
+        StoredSession,
+    )
 
 __all__ = [
     "HISTORY_PREFIX",
@@ -34,7 +41,9 @@ __all__ = [
     "history_json",
     "iso",
     "message_json",
+    "session_ids",
     "session_json",
+    "session_row",
     "span",
     "state_cell",
 ]
@@ -130,12 +139,17 @@ def message_json(stored: StoredMessage) -> dict[str, Any]:
 
 
 def session_json(
-    session_id: str | None, history: StoredHistory | None, state: StoredSession | None
+    session_id: str | None,
+    history: StoredHistory | None,
+    state: StoredSession | None,
+    *,
+    error: str | None = None,
 ) -> dict[str, Any]:
     """One row of ``maf sessions --json``: what the history head says (``message_count``,
     ``first_seq``, ``next_seq``, ``history_updated_at``; None without a history) and what the
     session store holds (``state_size``, ``state_spilled``, ``state_updated_at``; None without a
-    stored session); ``updated_at`` is the newer of the two writes."""
+    stored session); ``updated_at`` is the newer of the two writes; ``error`` why the history
+    head cannot be read (else None)."""
     times = [t.updated_at for t in (history, state) if t is not None]
     return {
         "session_id": session_id,
@@ -147,7 +161,40 @@ def session_json(
         "state_spilled": None if state is None else state.spilled,
         "state_updated_at": None if state is None else iso(state.updated_at),
         "updated_at": iso(max(times)) if times else None,
+        "error": error,
     }
+
+
+async def session_ids(
+    provider: FoundryHistoryProvider, store: FoundrySessionStore | None
+) -> tuple[list[str | None], set[str]]:
+    """Every session id of the current user, the history provider's and the session store's
+    (sorted, None first), and the set of those the session store holds."""
+    kept = set(await store.list_sessions()) if store is not None else set()
+    ids = set(await provider.list_sessions()) | kept
+    return sorted(ids, key=lambda i: (i is not None, i or "")), kept
+
+
+async def session_row(
+    provider: FoundryHistoryProvider,
+    store: FoundrySessionStore | None,
+    session_id: str | None,
+    kept: set[str],
+) -> dict[str, Any] | None:
+    """:func:`session_json` of one session (one head read, one session read when the store has
+    it); None when neither holds anything any more. A damaged head is reported in ``error``:
+    one bad session does not hide the others."""
+    error = None
+    try:
+        history = await provider.inspect(session_id, limit=0)
+    except CorruptPayloadError as exc:
+        history, error = None, " ".join(str(exc).split())
+    state = None
+    if store is not None and session_id is not None and session_id in kept:
+        state = await store.inspect(session_id)
+    if history is None and state is None and error is None:
+        return None  # registered, but emptied or expired
+    return session_json(session_id, history, state, error=error)
 
 
 def span(row: Mapping[str, Any]) -> str:

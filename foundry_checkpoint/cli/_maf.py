@@ -27,7 +27,8 @@ from ._agents import (
     HISTORY_PREFIX,
     SESSIONS_PREFIX,
     history_json,
-    session_json,
+    session_ids,
+    session_row,
     span,
     state_cell,
 )
@@ -491,6 +492,12 @@ async def _session_store(opts: Options, prefix: str | None) -> AsyncIterator[Fou
         await store.aclose()
 
 
+def _count_cell(row: dict[str, Any]) -> str:
+    if row["error"] is not None:
+        return f"cannot be read: {row['error']}"
+    return "-" if row["message_count"] is None else str(row["message_count"])
+
+
 SessionsPrefixOpt = Annotated[
     str | None,
     typer.Option(
@@ -520,16 +527,12 @@ def sessions(
 
     async def collect() -> tuple[dict[str, Any], list[dict[str, Any]], bool]:
         async with _history(opts) as provider, _session_store(opts, sessions_prefix) as store:
-            kept = set(await store.list_sessions())
-            ids = sorted(
-                set(await provider.list_sessions()) | kept, key=lambda i: (i is not None, i or "")
-            )
+            ids, kept = await session_ids(provider, store)
             rows: list[dict[str, Any]] = []
             for session_id in ids[offset : offset + limit]:
-                history = await provider.inspect(session_id, limit=0)
-                state = await store.inspect(session_id) if session_id in kept else None
-                if history is not None or state is not None:  # else emptied or expired
-                    rows.append(session_json(session_id, history, state))
+                row = await session_row(provider, store, session_id, kept)
+                if row is not None:
+                    rows.append(row)
             return _common.backend(provider), rows, len(ids) > offset + limit
 
     backend, rows, more = _run(opts, collect())
@@ -546,10 +549,10 @@ def sessions(
         _common.row(
             grid,
             "(default: '')" if row["session_id"] is None else row["session_id"],
-            "-" if row["message_count"] is None else row["message_count"],
+            _count_cell(row),
             span(row),
             state_cell(row),
-            row["updated_at"],
+            row["updated_at"] or "-",
         )
     out.print(grid)
     hint = f"; more with --offset {offset + limit}" if more else ""

@@ -22,7 +22,15 @@ from urllib.parse import urlencode
 from aiohttp import web
 
 from . import _html
-from ._agents import history_json, message_json, session_json, span, state_cell
+from ._agents import (
+    history_json,
+    message_json,
+    session_ids,
+    session_json,
+    session_row,
+    span,
+    state_cell,
+)
 from ._html import esc
 from ._ui_stores import Page, Refused, Stores
 
@@ -80,13 +88,7 @@ def _link(session_id: str | None) -> str:
 
 
 async def _ids(stores: Stores) -> tuple[list[str | None], set[str]]:
-    """Every session id (the history provider's and the session store's, sorted, the default
-    first) and those the session store holds."""
-    provider = stores.need_history()
-    store = stores.session_store()
-    kept = set(await store.list_sessions()) if store is not None else set()
-    ids = set(await provider.list_sessions()) | kept
-    return sorted(ids, key=lambda i: (i is not None, i or "")), kept
+    return await session_ids(stores.need_history(), stores.session_store())
 
 
 async def _rows(stores: Stores, ids: list[str | None], kept: set[str]) -> list[list[str]]:
@@ -94,21 +96,20 @@ async def _rows(stores: Stores, ids: list[str | None], kept: set[str]) -> list[l
     store = stores.session_store()
     rows = []
     for session_id in ids:
-        history = await provider.inspect(session_id, limit=0)
-        state = None
-        if store is not None and session_id in kept:
-            state = await store.inspect(session_id)
-        if history is None and state is None:
-            continue  # registered, but emptied or expired
-        row = session_json(session_id, history, state)
-        count = "-" if row["message_count"] is None else row["message_count"]
+        row = await session_row(provider, store, session_id, kept)
+        if row is None:
+            continue
+        if row["error"] is not None:
+            count = f'<span class="warn">cannot be read: {esc(row["error"])}</span>'
+        else:
+            count = esc("-" if row["message_count"] is None else row["message_count"])
         rows.append(
             [
                 _link(session_id),
-                esc(count),
+                count,
                 esc(span(row)),
                 esc(state_cell(row)),
-                esc(row["updated_at"]),
+                esc(row["updated_at"] or "-"),
             ]
         )
     return rows

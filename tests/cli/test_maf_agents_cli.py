@@ -223,6 +223,27 @@ async def _spill_and_damage(cli: Cli) -> None:
         await core.arun(scope.store.set_item(key, value))
 
 
+async def _damage_head(cli: Cli, session: str) -> None:
+    async with _provider(cli) as history:
+        core = history._core
+        scope = await core.arun(core.scope(session))
+        await core.arun(scope.store.set_item("head", {"first": 5, "next": 2}))
+
+
+def test_a_damaged_session_does_not_hide_the_others(cli: Cli) -> None:
+    asyncio.run(_seed(cli, {"ok": [Message("user", ["x"])], "bad": [Message("user", ["y"])]}))
+    asyncio.run(_damage_head(cli, "bad"))
+    rows = {r["session_id"]: r for r in cli.json("maf", "sessions")["sessions"]}
+    assert rows["ok"]["message_count"] == 1 and rows["ok"]["error"] is None
+    assert (
+        rows["bad"]["message_count"] is None and "not a range of messages" in rows["bad"]["error"]
+    )
+    human = cli("maf", "sessions")
+    assert human.exit_code == 0 and "cannot be read: " in human.stdout
+    refused = cli("maf", "history", "bad")  # the session itself cannot be shown: one error line
+    assert refused.exit_code == 1 and "delete_session()" in _one_error_line(refused.stderr)
+
+
 def test_spilled_and_damaged_messages_are_shown_not_fatal(cli: Cli) -> None:
     asyncio.run(_spill_and_damage(cli))
     data = cli.json("maf", "history", "mixed")
