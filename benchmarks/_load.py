@@ -483,8 +483,10 @@ def _cores(f: dict[str, Any]) -> str:
     return total
 
 
-def report_lines(results: dict[str, Any], scales: dict[str, Any], lines: list[str]) -> None:
-    """Render the section (nothing when it did not run)."""
+def report_lines(
+    results: dict[str, Any], scales: dict[str, Any], lines: list[str], number: int
+) -> None:
+    """Render the section as number ``number`` (nothing when it did not run)."""
     from ._report import _num, _table
 
     units = results.get("load", {})
@@ -502,7 +504,7 @@ def report_lines(results: dict[str, Any], scales: dict[str, Any], lines: list[st
         return
     first: dict[str, Any] = next(iter(ran.values()), {})
     lines += [
-        "## Many conversations in one hosted process",
+        f"## {number}. Many conversations in one hosted process",
         "",
         "One process, one saver in hosted mode against the emulator (another process) with "
         f"every storage request delayed {_num(ms(first.get('delay_s', 0)), 0)} ms; N "

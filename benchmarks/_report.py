@@ -724,7 +724,7 @@ def _memory_store(results: dict[str, Any], scales: dict[str, Any], lines: list[s
 def _load_section(results: dict[str, Any], scales: dict[str, Any], lines: list[str]) -> None:
     from ._load import report_lines  # imported here: it uses this module's helpers
 
-    report_lines(results, scales, lines)
+    report_lines(results, scales, lines, 14)
 
 
 def _peers(results: dict[str, Any], scales: dict[str, Any], lines: list[str]) -> None:
