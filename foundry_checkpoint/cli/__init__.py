@@ -2,7 +2,8 @@
 
 The top-level commands work on LangGraph threads (the ``cli`` and ``langgraph`` extras); the
 ``memory`` group on LangGraph long-term memory kept by ``FoundryStore`` (``cli`` and
-``langgraph``); the ``maf`` group on Microsoft Agent Framework contexts (``cli`` and ``maf``);
+``langgraph``); the ``maf`` group on Microsoft Agent Framework contexts and agent sessions
+(``cli`` and ``maf``);
 the ``autogen`` group on AutoGen states (``cli`` and ``autogen``). Every command works
 on the backend the environment selects, exactly as a checkpointer in your app would: the
 embedded local store under ``AGENTSERVER_STATE_ROOT`` by default, the hosted Foundry state
@@ -23,6 +24,7 @@ Example::
     $ foundry-checkpoint copy --from sqlite:checkpoints.db --to foundry
     $ foundry-checkpoint memory namespaces --prefix-ns users
     $ foundry-checkpoint maf contexts --json
+    $ foundry-checkpoint maf history support-7 --last 20
 """
 
 from __future__ import annotations
@@ -48,7 +50,7 @@ app = typer.Typer(
     help=(
         "Inspect, clean up and migrate the checkpoints foundry-checkpoint keeps: LangGraph "
         "threads (the commands below), LangGraph long-term memory ('memory'), Microsoft "
-        "Agent Framework contexts ('maf') and AutoGen states ('autogen')."
+        "Agent Framework contexts and agent sessions ('maf') and AutoGen states ('autogen')."
     ),
     no_args_is_help=True,
     add_completion=False,
