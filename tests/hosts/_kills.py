@@ -118,7 +118,10 @@ def local_tasks(root: Path) -> list[dict[str, Any]]:
 
 @dataclass
 class Counts:
-    """What a kill test did and saw, printed and asserted at the end."""
+    """What a kill test did and saw, printed and asserted at the end.
+
+    The printed line is shown again at the end of the pytest run (``conftest.py``).
+    """
 
     label: str
     kills: int = 0
@@ -131,7 +134,7 @@ class Counts:
         points = ", ".join(f"{k}={v}" for k, v in sorted(self.points.items()))
         line = (
             f"{self.label}: kills={self.kills} recoveries={self.recoveries} "
-            f"repeated={self.repeated} orphans={self.orphans} ({points})"
+            f"repeated={self.repeated} orphans={self.orphans}" + (f" ({points})" if points else "")
         )
         print(line)
         return line

@@ -12,6 +12,7 @@ teardown, and a server whose log shows an attempt to leave the machine fails the
 from __future__ import annotations
 
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -36,6 +37,29 @@ SERVE = Path(__file__).resolve().parent / "_serve.py"
 _READY_SECONDS = 90.0
 _REQUEST_SECONDS = 120.0
 _STOP_SECONDS = 20.0
+
+#: A line a kill or SIGTERM test prints with its counts (``Counts.report()`` and the like).
+_COUNTS = re.compile(r"\b(?:kills|SIGTERMs)=\d")
+_counted: list[str] = []
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    """Keep the count lines of this folder's tests (pytest hides a passing test's output)."""
+    if report.when == "call":
+        name = report.nodeid.rsplit("::", 1)[-1]
+        _counted.extend(
+            f"{line.strip()}  [{name}]"
+            for line in report.capstdout.splitlines()
+            if _COUNTS.search(line)
+        )
+
+
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    """Print them at the end of the run: kills, recoveries, steps repeated, orphans."""
+    if _counted:
+        terminalreporter.write_sep("=", "host kill and shutdown counts")
+        for line in _counted:
+            terminalreporter.write_line(line)
 
 
 class Host:
