@@ -42,6 +42,7 @@ PUBLIC_MODULES = (
     "foundry_checkpoint.emulator",
     "foundry_checkpoint_maf",
     "foundry_checkpoint_autogen",
+    "foundry_checkpoint.adapter",
 )
 
 
