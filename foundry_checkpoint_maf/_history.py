@@ -33,9 +33,28 @@ until its writes finish, and an append that fails between the two steps (it rais
 range empty; readers skip missing sequence numbers. No message is ever stored twice or lost
 once ``save_messages`` has returned.
 
+**Branches.** The ``state`` MAF passes (the provider's slice of ``AgentSession.state``, saved
+with the session) records which sequence numbers make up this session's branch, under
+``"branch"``: sorted ``[start, stop)`` ranges, contiguous ones merged, so the record grows only
+when the session forks. A host that saves the session of every response and continues one
+response twice (``previous_response_id``: a regenerated reply) loads two copies of one snapshot
+with one session id; each copy's appends reserve their own ranges, and each reads exactly its
+branch (the last n of it for ``last=n``), and compares new messages with its branch's newest:
+what ``InMemoryHistoryProvider``, which keeps the messages inside the state, gives back. A state
+without the record (a session saved before branches were recorded, or a call without a state)
+reads the whole history as before, and its next append starts the record; a record that ends
+past the head (the session was deleted since) is ignored. Reads cost the same with or without
+the record.
+
 **Retention.** ``max_messages=n`` keeps the last n messages: the head write that reserves a
 range also moves ``first``, and the writer then deletes the messages it pushed out (and their
-spilled blobs). ``delete_session`` deletes the session's store partition of this user.
+spilled blobs). A branch reads at most its last n messages. Deleting stays safe for forks by
+stopping at the first one: an append whose branch does not end where the history ends (another
+branch appended since its snapshot) marks the head ``forked`` in the same compare-and-set, and
+from then on appends delete nothing, so no branch's window loses a message to another branch's
+retention (the session's items then grow with every branch's turns until ``delete_session``);
+a snapshot older than messages deleted before the fork sees what remains, as any reader of a
+trimmed history does. ``delete_session`` deletes the session's store partition of this user.
 
 **Decoding** is JSON only: ``json.loads`` and ``Message.from_dict`` (what ``FileHistoryProvider``
 uses); nothing stored can run code on read.

@@ -35,8 +35,10 @@ small state, so ours is the durable history. The host saves a stored request's s
 its response id and, with a ``conversation``, under the conversation id (a claim before the
 run and a commit after it); a ``store=false`` request with a history provider that stores
 messages is refused by the host. A response continued twice by ``previous_response_id`` (a
-fork) keeps the same ``AgentSession``, so both branches append to its one history; a
-conversation is linear (the host's claim lets one turn run at a time).
+fork) loads the same saved ``AgentSession`` twice, with one session id; the history provider
+records each copy's branch in the session's state, so each branch reads only its own messages,
+as with ``InMemoryHistoryProvider``; a conversation is linear (the host's claim lets one turn
+run at a time).
 
 Importing this module imports ``agent_framework_foundry_hosting``; the package's
 ``__init__`` imports it only when one of these providers is first used.

@@ -227,3 +227,35 @@ async def test_a_turn_killed_mid_run_leaves_the_hosts_claim_on_its_conversation(
     # A new conversation starts from nothing.
     fresh = respond(host, "alice", {"conversation": "conv_notes_2", "input": "alice: hello"})
     assert text(fresh) == reply(["alice: hello"])
+
+
+@pytest.mark.parametrize("mode", ["local", "hosted"])
+async def test_a_reply_regenerated_twice_keeps_each_branch_apart(
+    platform: Platform, mode: str, as_user: Callable[[str], Opened]
+) -> None:
+    """Continuing one response twice by ``previous_response_id`` (a regenerated reply) loads the
+    same saved session twice: each branch, and each branch's next turn, sees only its own
+    messages, as with MAF's ``InMemoryHistoryProvider``."""
+    prepare(platform, mode)
+    host = platform.start(APP)
+    user = CHAINED
+    root = respond(host, user, {"input": "frank: hello"})
+    branches: dict[str, dict[str, Any]] = {}
+    for name in ("left", "right"):
+        said = f"frank: {name} 1"
+        branches[name] = respond(host, user, {"input": said, "previous_response_id": root["id"]})
+        assert text(branches[name]) == reply(["frank: hello", said]), name
+    for name in ("right", "left"):
+        said = f"frank: {name} 2"
+        after = respond(host, user, {"input": said, "previous_response_id": branches[name]["id"]})
+        assert text(after) == reply(["frank: hello", f"frank: {name} 1", said]), name
+    # the session saved with the root response still reads only the turn before the fork
+    sessions, history = as_user(user)
+    saved = await sessions.get(root["id"])
+    assert saved is not None
+    state = saved.state.get(history.source_id)
+    assert [m.text for m in await history.get_messages(saved.session_id, state=state)] == [
+        "frank: hello",
+        reply(["frank: hello"]),
+    ]
+    assert len(await history.get_messages(saved.session_id)) == 2 + 4 * 2  # the store holds all
