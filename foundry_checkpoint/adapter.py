@@ -29,7 +29,9 @@ it (the ``adapters-use-the-interface`` and ``langgraph-uses-the-interface`` cont
   :func:`check_text` (collision-free keys and tags within the documented limits);
 * **backends**: :func:`register_backend` (make ``local_backend="<name>"`` choose a backend of
   one's own, a class satisfying :class:`Backend`, built from the adapter's
-  :class:`BackendSettings`) and :func:`backend_names` (the names registered now);
+  :class:`BackendSettings`, whose ``caller`` may apply one of the two built-in rules,
+  :func:`local_caller` and :func:`hosted_caller`) and :func:`backend_names` (the names
+  registered now);
 * **the version** (``__version__``, the distribution's, which the adapters report as theirs);
 * **defaults**: :data:`DEFAULT_ITEM_TTL_SECONDS`, :data:`DEFAULT_GC_GRACE_SECONDS`,
   :class:`GcReport`, :data:`LocalBackend`.
@@ -69,7 +71,7 @@ from ._core import (
 )
 from ._lifecycle import CoreOwner
 from ._options import StoreOptions
-from ._store._backend import Backend, BackendSettings
+from ._store._backend import Backend, BackendSettings, hosted_caller, local_caller
 from ._store._backends import backend_names, register_backend
 from ._store._limits import DEFAULT_ITEM_TTL_SECONDS, MAX_PAGE
 from ._store._listing import create_item
@@ -102,7 +104,9 @@ __all__ = [
     "check_identifier",
     "check_text",
     "create_item",
+    "hosted_caller",
     "item_key",
+    "local_caller",
     "new_core",
     "newest_item",
     "read_newest",

@@ -1,13 +1,15 @@
 """A backend in one file: every store in memory, gone with the process.
 
-It is the recipe of CONTRIBUTING's "Adding a store backend" followed to the letter: one class
-satisfying ``foundry_checkpoint._store._backend.Backend`` and one ``register_backend`` call
-(made by the tests that use it). Its stores are the SQLite engine's in-memory database, seen
-through :class:`MemoryStore`, which exposes only the item API (no ranking by tag), so the
-adapters read "latest" from listings as they do against the service. Its settings differ from
-the embedded default's on purpose: values are compressed, values over the item limit go into
-the scope's own store as chunks (there is no spill folder), and the first listing page is
-small, so that the paths the other backends take only in hosted mode run here locally.
+It is the recipe of CONTRIBUTING's "Adding a store backend" followed to the letter, for a
+backend outside the package: one class satisfying ``foundry_checkpoint.adapter.Backend`` and one
+``register_backend`` call (made by the tests that use it); what it needs of the package comes
+from ``foundry_checkpoint.adapter``, except the embedded store it wraps. Its stores are the
+SQLite engine's in-memory database, seen through :class:`MemoryStore`, which exposes only the
+item API (no ranking by tag), so the adapters read "latest" from listings as they do against the
+service. Its settings differ from the embedded default's on purpose: values are compressed,
+values over the item limit go into the scope's own store as chunks (there is no spill folder),
+and the first listing page is small, so that the paths the other backends take only in hosted
+mode run here locally.
 """
 
 from __future__ import annotations
@@ -25,10 +27,16 @@ from azure.ai.agentserver.core.storage import (
     StateStore,
 )
 
-from foundry_checkpoint._store._backend import BackendSettings, Caller, local_caller
 from foundry_checkpoint._store._embedded import EngineStore
 from foundry_checkpoint._store._engine import StateEngine
-from foundry_checkpoint._store._protocol import ItemRef, KeyPage, StateStoreLike, StoredItem
+from foundry_checkpoint._store._protocol import ItemRef, KeyPage
+from foundry_checkpoint.adapter import (
+    BackendSettings,
+    Caller,
+    StateStoreLike,
+    StoredItem,
+    local_caller,
+)
 
 __all__ = ["NAME", "MemoryBackend", "MemoryStore"]
 

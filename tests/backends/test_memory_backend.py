@@ -20,9 +20,8 @@ from azure.ai.agentserver.core import FoundryAgentRequestContext
 from azure.ai.agentserver.core.storage import FoundryStorageConflictError
 
 from foundry_checkpoint import FoundryCheckpointer
-from foundry_checkpoint._store._backends import register_backend
 from foundry_checkpoint._store._engine import StateEngine
-from foundry_checkpoint._store._protocol import RanksByTag, StateStoreLike
+from foundry_checkpoint.adapter import RanksByTag, StateStoreLike, register_backend
 from foundry_checkpoint.errors import InvalidArgumentError, StoreConflictError
 from tests.conftest import StoreEnv
 from tests.emulator._harness import local_factory
@@ -150,3 +149,19 @@ def test_a_registered_backend_is_a_choice_of_the_cli() -> None:
     assert "'nope' is not a registered backend: choose 'sqlite', 'sdk', 'memory'" in (
         refused.stderr
     )
+
+
+def test_contributing_names_what_the_memory_backend_defines() -> None:
+    """CONTRIBUTING's recipe names every member of ``Backend``, each of which ``memory.py``
+    defines (and, besides the file and the registration, nothing else was needed)."""
+    from foundry_checkpoint.adapter import Backend
+
+    root = Path(__file__).resolve().parents[2]
+    text = (root / "CONTRIBUTING.md").read_text(encoding="utf-8")
+    recipe = text.split("## Adding a store backend\n", 1)[1].split("\n## ", 1)[0]
+    members = sorted(name for name in vars(Backend) if not name.startswith("_"))
+    assert len(members) == 10, members
+    for name in members:
+        assert f"`{name}`" in recipe or f"`{name}(" in recipe, name
+        assert name in vars(MemoryBackend), name
+    assert "register_backend" in recipe and "`store-layers`" in recipe
