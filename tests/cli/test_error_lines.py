@@ -37,7 +37,9 @@ def _run(args: list[str], endpoint: str, tmp_path: Path) -> subprocess.Completed
     )
 
 
-@pytest.mark.parametrize("command", [["threads"], ["maf", "contexts"]])
+@pytest.mark.parametrize(
+    "command", [["threads"], ["maf", "contexts"], ["maf", "sessions"], ["maf", "history", "s-1"]]
+)
 def test_untrusted_certificate_is_one_line(
     emulator: FoundryEmulator, tmp_path: Path, command: list[str]
 ) -> None:
