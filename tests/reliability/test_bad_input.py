@@ -371,7 +371,7 @@ _ARGUMENT_CASES: dict[str, tuple[Callable[[Path], object], tuple[type[BaseExcept
         (InvalidArgumentError,),
     ),
     "local_backend unknown": (
-        lambda _: FoundryCheckpointer(local_backend="postgres"),  # type: ignore[arg-type]
+        lambda _: FoundryCheckpointer(local_backend="postgres"),
         (InvalidArgumentError,),
     ),
     "AutoGen keep_versions 0": (
