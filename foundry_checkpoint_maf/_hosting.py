@@ -76,6 +76,14 @@ class FoundryCheckpointStorageProvider(CoreOwner, ContextScopedStoreProvider[Che
     hosting passes per request. Close the provider (``close()``/``aclose()``/``with``) when the
     host shuts down; the storages it hands out share its core and need no closing.
 
+    At a shutdown (SIGTERM) every checkpoint the host has handed a storage is stored: a save
+    that has started is not cancelled with the workflow. A recovered run resumes from the
+    checkpoint the host's own record of the run names, though: at a superstep's end the host
+    re-reads its claim on the run, then hands the storage the checkpoint, and only then writes
+    that record. A shutdown inside that chain makes the step that had just finished run again
+    in the next process, and nothing on the storage's side can close that window
+    (``docs/long-running.md``, graceful shutdown).
+
     Example:
         >>> provider = FoundryCheckpointStorageProvider(store_prefix="maf")
         >>> # ResponsesHostServer(agent, checkpoint_store_provider=provider)
