@@ -1,6 +1,7 @@
 """Regenerate the explorer screenshots of ``docs/cli.md`` (``docs/images/ui-*.png``).
 
-It runs the quickstart's graph and the MAF sample's workflow into a fresh local store, forks a
+It runs the quickstart's graph, the MAF sample's workflow and an agent's conversation
+(``FoundryHistoryProvider``) into a fresh local store, forks a
 thread (``update_state`` and time travel), starts ``foundry-checkpoint ui`` on a free loopback
 port, opens the URL it prints (its access token becomes the browser's cookie) and photographs
 each view with Debian's Chromium through Playwright. Nothing is drawn by hand: run it again after
@@ -44,6 +45,29 @@ def _seed(root: Path) -> None:
         graph.update_state(history[3].config, {"done": ["edited by hand"]})
         graph.invoke(None, history[2].config)
     asyncio.run(maf_workflow_resume.main())
+    asyncio.run(_seed_agent())
+
+
+async def _seed_agent() -> None:
+    """An agent's conversation in ``FoundryHistoryProvider``: a question, a tool call and its
+    result, the answer."""
+    from agent_framework import Content, Message
+
+    from foundry_checkpoint_maf import FoundryHistoryProvider
+
+    call = Content.from_function_call("call-1", "track_order", arguments={"order": 1042})
+    result = Content.from_function_result("call-1", result={"status": "shipped", "eta": "Fri"})
+    async with FoundryHistoryProvider() as history:
+        await history.save_messages(
+            "support-7",
+            [
+                Message("user", ["Where is my order 1042?"], author_name="ann"),
+                Message("assistant", [call]),
+                Message("tool", [result]),
+                Message("assistant", ["It shipped yesterday and arrives on Friday."]),
+            ],
+        )
+        await history.save_messages("billing-3", [Message("user", ["Refund, please"])])
 
 
 def main() -> None:
@@ -92,6 +116,8 @@ def main() -> None:
             page.screenshot(path=OUT / "ui-diff.png")
             page.goto(f"{url}m/conv-42")
             page.screenshot(path=OUT / "ui-maf.png")
+            page.goto(f"{url}agents/history?session=support-7")
+            page.screenshot(path=OUT / "ui-agent-history.png")
             browser.close()
     finally:
         server.send_signal(signal.SIGINT)

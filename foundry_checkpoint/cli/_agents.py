@@ -99,7 +99,9 @@ def content_summary(content: Mapping[str, Any]) -> str:
     if kind == "function_result":
         if content.get("exception") is not None:
             return _cut(f"result of {content.get('call_id')}: raised {content.get('exception')}")
-        return _cut(f"result of {content.get('call_id')}: {_compact(content.get('result'))}")
+        result = content.get("result")
+        shown = result if isinstance(result, str) else _compact(result)
+        return _cut(f"result of {content.get('call_id')}: {shown}")
     if kind in ("data", "uri", "hosted_file"):
         parts = [kind, content.get("media_type"), content.get("name")]
         if kind == "uri":
