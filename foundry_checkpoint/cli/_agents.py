@@ -22,6 +22,7 @@ import json
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Final
 
+from .._aio import bounded
 from ..errors import CorruptPayloadError
 from ._format import jsonable
 
@@ -44,6 +45,7 @@ __all__ = [
     "session_ids",
     "session_json",
     "session_row",
+    "session_rows",
     "span",
     "state_cell",
 ]
@@ -55,6 +57,9 @@ SESSIONS_PREFIX: Final = "maf-sessions"
 
 SUMMARY_WIDTH: Final = 160
 """A content's summary is cut to this many characters."""
+
+ROW_CONCURRENCY: Final = 16
+"""Sessions ``maf sessions`` and the explorer read at once."""
 
 _SKIP: Final = frozenset({"type", "additional_properties", "raw_representation"})
 
@@ -197,6 +202,20 @@ async def session_row(
     if history is None and state is None and error is None:
         return None  # registered, but emptied or expired
     return session_json(session_id, history, state, error=error)
+
+
+async def session_rows(
+    provider: FoundryHistoryProvider,
+    store: FoundrySessionStore | None,
+    ids: list[str | None],
+    kept: set[str],
+) -> list[dict[str, Any]]:
+    """:func:`session_row` of each of ``ids`` (at most 16 sessions read at once), in order,
+    those that hold nothing left out."""
+    rows = await bounded(
+        (session_row(provider, store, i, kept) for i in ids), limit=ROW_CONCURRENCY
+    )
+    return [row for row in rows if row is not None]
 
 
 def span(row: Mapping[str, Any]) -> str:

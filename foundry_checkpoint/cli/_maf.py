@@ -28,7 +28,7 @@ from ._agents import (
     SESSIONS_PREFIX,
     history_json,
     session_ids,
-    session_row,
+    session_rows,
     span,
     state_cell,
 )
@@ -528,11 +528,7 @@ def sessions(
     async def collect() -> tuple[dict[str, Any], list[dict[str, Any]], bool]:
         async with _history(opts) as provider, _session_store(opts, sessions_prefix) as store:
             ids, kept = await session_ids(provider, store)
-            rows: list[dict[str, Any]] = []
-            for session_id in ids[offset : offset + limit]:
-                row = await session_row(provider, store, session_id, kept)
-                if row is not None:
-                    rows.append(row)
+            rows = await session_rows(provider, store, ids[offset : offset + limit], kept)
             return _common.backend(provider), rows, len(ids) > offset + limit
 
     backend, rows, more = _run(opts, collect())

@@ -27,7 +27,7 @@ from ._agents import (
     message_json,
     session_ids,
     session_json,
-    session_row,
+    session_rows,
     span,
     state_cell,
 )
@@ -95,10 +95,8 @@ async def _rows(stores: Stores, ids: list[str | None], kept: set[str]) -> list[l
     provider = stores.need_history()
     store = stores.session_store()
     rows = []
-    for session_id in ids:
-        row = await session_row(provider, store, session_id, kept)
-        if row is None:
-            continue
+    for row in await session_rows(provider, store, ids, kept):
+        session_id = row["session_id"]
         if row["error"] is not None:
             count = f'<span class="warn">cannot be read: {esc(row["error"])}</span>'
         else:
