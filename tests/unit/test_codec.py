@@ -586,3 +586,36 @@ def test_spilled_digest_ignores_foreign_values() -> None:
     assert spilled_digest(_REF) == "0" * 64
     for value in (_RAW, _Z, {**_REF, "v": 2}, {**_REF, "s": 5}, {**_REF, "s": "0" * 63}, {}):
         assert spilled_digest(value) is None
+
+
+def _prose(size: int) -> bytes:
+    """Text that compresses like messages do (words drawn at random), ``size`` bytes."""
+    rng = random.Random(5)
+    words = [bytes(rng.choices(b"etaoinshrdlucmfwyp", k=rng.randint(2, 9))) for _ in range(3000)]
+    return b" ".join(rng.choice(words) for _ in range(size // 4))[:size]
+
+
+async def test_fast_level_up_to_1_mb_and_level_6_before_spilling(
+    spill: RecordingSpill, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    payload = _prose(300_000)
+    fast, tight = zlib.compress(payload, 1), zlib.compress(payload, 6)
+    assert len(tight) < len(fast) < len(payload)
+    value = await encode(
+        payload, key=KEY, tags=None, extra=None, spill=spill, namespace=NS, where="x"
+    )
+    assert value["c"] == "z" and base64.b64decode(value["d"]) == fast
+    # A budget that only the level-6 form fits: the value stays inline, level 6.
+    import foundry_checkpoint._codec as codec
+
+    monkeypatch.setattr(codec, "INLINE_BUDGET", 4 * (len(tight) + len(fast)) // 6 + 200)
+    value = await encode(
+        payload, key=KEY, tags=None, extra=None, spill=spill, namespace=NS, where="x"
+    )
+    assert base64.b64decode(value["d"]) == tight and spill.puts == []
+    assert await decode(value, spill=spill, namespace=NS, where="x") == payload
+    # Over 1 MB: level 6 at once, as every version wrote it.
+    monkeypatch.undo()
+    big = _prose(3 * MB // 2)
+    value = await encode(big, key=KEY, tags=None, extra=None, spill=spill, namespace=NS, where="x")
+    assert base64.b64decode(value["d"]) == zlib.compress(big, 6)
