@@ -8,7 +8,16 @@ Mapping (one store per session, isolated per end user):
   messages kept are the sequence numbers ``F .. N-1``;
 * one item per **message**, key ``msg/<sequence number, 12 digits>``, tags ``kind=maf.message``
   and ``seq``; the value is ``Message.to_dict()`` dumped as compact JSON (compressed when it
-  pays), spilled through the scope's codec when it would exceed the 1 MB item limit.
+  pays), spilled through the scope's codec when it would exceed the 1 MB item limit;
+* one **sealed page** per complete run of 50 messages (``page/<page number, 12 digits>``, tags
+  ``kind=maf.page`` and ``page``): a copy of messages ``50p .. 50p+49`` in one item, each as its
+  payload (up to 600 KB of payloads inline per page), a spilled one as its spill reference, one
+  past that budget as None (read from its own item). A page is written once its 50 messages are
+  all stored, by the append that completes it when it holds all 50 (its own messages and the
+  tail it read), else by the first whole read that read them from their items; whoever writes it
+  writes the same bytes. Readers prefer a page and fall back to the messages' items when it is
+  missing (a history stored before pages existed, a page not sealed yet, a message never
+  written).
 
 Costs (store calls, whatever the length of the conversation):
 
@@ -18,8 +27,13 @@ Costs (store calls, whatever the length of the conversation):
   conditional head write, k message writes, and, with ``max_messages``, a read and a delete per
   message that falls out of the window. Nothing already stored is rewritten;
 * **read the last n** (``get_messages(session_id, last=n)``): one head read and n message reads
-  (run concurrently, at most 16 at once); the whole history is read the same way, in pages of
-  100 messages.
+  (run concurrently, at most 16 at once);
+* **read the whole history** (what MAF's ``before_run`` asks for every turn): one head read, one
+  read per sealed page and one per message after the last sealed page: ``ceil(n/50)`` + fewer
+  than 50 + 1 calls; a read that finds a complete page unsealed reads its 50 messages and writes
+  the page (one write per 50 messages, once). An append writes a page only when it completes
+  one it holds (a long append: at most one page write per 50 messages; an ordinary turn none),
+  and retention deletes a page once all of its messages fell out of the window.
 
 **Concurrent appends.** The head is advanced by compare-and-set on its etag (``if_match``; a
 first append creates it, and a create that meets an existing head is a lost race too). A writer
@@ -69,7 +83,7 @@ from __future__ import annotations
 import asyncio
 import json
 import random
-from collections.abc import Coroutine, Sequence
+from collections.abc import Coroutine, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Final, TypeVar
 
 from agent_framework import HistoryProvider, Message
@@ -89,6 +103,7 @@ from foundry_checkpoint.adapter import (
     check_identifier,
     item_key,
     new_core,
+    spilled_digest,
 )
 from foundry_checkpoint.errors import (
     ConcurrentWriteError,
@@ -114,6 +129,9 @@ _MESSAGE_KIND: Final = "maf.message"
 _SEQ_DIGITS: Final = 12
 _READ_CONCURRENCY: Final = 16
 _PAGE: Final = 100
+_SEAL: Final = 50  # messages per sealed page item
+_SEAL_INLINE: Final = 600_000  # payload bytes a page holds inline (the rest: read singly)
+_PAGE_KIND: Final = "maf.page"
 _MAX_ATTEMPTS: Final = 100
 _BACKOFF_S: Final = 0.001
 _BACKOFF_CAP_S: Final = 0.05
@@ -126,6 +144,40 @@ def _message_key(seq: int) -> str:
 
 def _message_tags(seq: int) -> dict[str, str]:
     return {"kind": _MESSAGE_KIND, "seq": f"{seq:0{_SEQ_DIGITS}d}"}
+
+
+def _page_key(page: int) -> str:
+    return item_key("page", f"{page:0{_SEQ_DIGITS}d}")
+
+
+def _page_tags(page: int) -> dict[str, str]:
+    return {"kind": _PAGE_KIND, "page": f"{page:0{_SEQ_DIGITS}d}"}
+
+
+Held = tuple[bytes, Mapping[str, Any]]  # a message's payload and its item value as stored
+
+
+def _page_payload(page: int, held: Sequence[Held]) -> bytes:
+    """The payload of sealed page ``page``: its messages' payloads inline (JSON, as each item
+    holds it), a spilled one as its spill reference, and None for one past the page's inline
+    budget (read from its own item). The same bytes whoever builds it.
+
+    Example:
+        >>> _page_payload(1, [(b'{"role":"user"}', {"v": 1})])
+        b'{"page":1,"messages":[{"m":{"role":"user"}}]}'
+    """
+    parts: list[bytes] = []
+    budget = _SEAL_INLINE
+    for payload, value in held:
+        if spilled_digest(value) is not None:
+            ref = json.dumps(value, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+            parts.append(b'{"r":' + ref + b"}")
+        elif len(payload) <= budget:
+            parts.append(b'{"m":' + payload + b"}")
+            budget -= len(payload)
+        else:
+            parts.append(b"null")
+    return b'{"page":%d,"messages":[' % page + b",".join(parts) + b"]}"
 
 
 Ranges = list[tuple[int, int]]
@@ -337,28 +389,102 @@ class FoundryHistoryProvider(CoreOwner, HistoryProvider):
             )
         return first, nxt
 
-    async def _read_one(self, scope: Scope, seq: int) -> Message | None:
+    @staticmethod
+    def _corrupt(scope: Scope, what: str, exc: Exception) -> CorruptPayloadError:
+        return CorruptPayloadError(
+            f"{what} of session {scope.scope_id!r} cannot be read "
+            f"({type(exc).__name__}: {exc}); delete_session() removes the session."
+        )
+
+    async def _fetch(self, scope: Scope, seq: int) -> tuple[Message, Held] | None:
+        """Message ``seq`` from its own item, with its payload and stored value."""
         key = _message_key(seq)
         item = await scope.store.get_item(key)
         if item is None:
             return None
         try:
-            return decode_message(await scope.decode(item.value, key=key))
+            payload = await scope.decode(item.value, key=key)
+            return decode_message(payload), (payload, item.value)
         except (FoundryCheckpointError, ValueError, TypeError, KeyError) as exc:
-            raise CorruptPayloadError(
-                f"Message {seq} of session {scope.scope_id!r} cannot be read "
-                f"({type(exc).__name__}: {exc}); delete_session() removes the session."
-            ) from exc
+            raise self._corrupt(scope, f"Message {seq}", exc) from exc
+
+    async def _fetch_seqs(
+        self, scope: Scope, seqs: Sequence[int]
+    ) -> dict[int, tuple[Message, Held]]:
+        out: dict[int, tuple[Message, Held]] = {}
+        for page in range(0, len(seqs), _PAGE):
+            chunk = seqs[page : page + _PAGE]
+            found = await bounded((self._fetch(scope, s) for s in chunk), limit=_READ_CONCURRENCY)
+            out.update((s, f) for s, f in zip(chunk, found, strict=True) if f is not None)
+        return out
 
     async def _read_seqs(self, scope: Scope, seqs: Sequence[int]) -> list[Message]:
-        out: list[Message] = []
-        for page in range(0, len(seqs), _PAGE):
-            found = await bounded(
-                (self._read_one(scope, s) for s in seqs[page : page + _PAGE]),
-                limit=_READ_CONCURRENCY,
-            )
-            out.extend(m for m in found if m is not None)
-        return out
+        found = await self._fetch_seqs(scope, seqs)
+        return [found[s][0] for s in seqs if s in found]
+
+    async def _read_page(self, scope: Scope, page: int) -> list[Any] | None:
+        """The entries of sealed page ``page`` (None: not sealed)."""
+        key = _page_key(page)
+        item = await scope.store.get_item(key)
+        if item is None:
+            return None
+        try:
+            data = json.loads(await scope.decode(item.value, key=key))
+            entries = data["messages"] if isinstance(data, dict) else None
+            if data.get("page") != page or not isinstance(entries, list) or len(entries) != _SEAL:
+                raise ValueError(f"not page {page} of {_SEAL} messages")
+        except (FoundryCheckpointError, ValueError, TypeError, KeyError, AttributeError) as exc:
+            raise self._corrupt(scope, f"Page {page}", exc) from exc
+        return entries
+
+    async def _from_entry(self, scope: Scope, seq: int, entry: Any) -> Message | None:
+        """A page entry as a message; None when the entry says to read the message's item."""
+        try:
+            if isinstance(entry, dict) and isinstance(entry.get("m"), dict):
+                return Message.from_dict(entry["m"])
+            if isinstance(entry, dict) and isinstance(entry.get("r"), dict):
+                return decode_message(await scope.decode(entry["r"], key=_message_key(seq)))
+            if entry is None:
+                return None
+            raise ValueError(f"a page entry holds {type(entry).__name__}")
+        except (FoundryCheckpointError, ValueError, TypeError, KeyError) as exc:
+            raise self._corrupt(scope, f"Message {seq}", exc) from exc
+
+    async def _seal(self, scope: Scope, page: int, held: Sequence[Held]) -> None:
+        key = _page_key(page)
+        tags = _page_tags(page)
+        item = await scope.encode(key, _page_payload(page, held), tags=tags)
+        await scope.store.set_item(key, item, tags=tags)
+
+    async def _read_whole(self, scope: Scope, seqs: list[int], nxt: int) -> list[Message]:
+        """Messages ``seqs``: from sealed pages where a complete page holds two or more of them,
+        the rest (and the entries a page does not hold inline) from their own items. A complete
+        page found unsealed and read whole from its items, every one there, is sealed."""
+        wanted: dict[int, list[int]] = {}
+        for seq in seqs:
+            wanted.setdefault(seq // _SEAL, []).append(seq)
+        paged = [p for p, group in wanted.items() if len(group) > 1 and (p + 1) * _SEAL <= nxt]
+        read = await bounded((self._read_page(scope, p) for p in paged), limit=_READ_CONCURRENCY)
+        got: dict[int, Message] = {}
+        for page, entries in zip(paged, read, strict=True):
+            if entries is not None:
+                for seq in wanted[page]:
+                    message = await self._from_entry(scope, seq, entries[seq - page * _SEAL])
+                    if message is not None:
+                        got[seq] = message
+        singles = [s for s in seqs if s not in got]
+        found = await self._fetch_seqs(scope, singles)
+        got.update((s, m) for s, (m, _) in found.items())
+        unsealed = [
+            p
+            for p, entries in zip(paged, read, strict=True)
+            if entries is None and len(wanted[p]) == _SEAL and all(s in found for s in wanted[p])
+        ]
+        await bounded(
+            (self._seal(scope, p, [found[s][1] for s in wanted[p]]) for p in unsealed),
+            limit=_READ_CONCURRENCY,
+        )
+        return [got[s] for s in seqs if s in got]
 
     def _visible(self, recorded: Ranges | None, first: int, nxt: int) -> Ranges:
         """The sequence numbers a session sees: its branch's (when recorded) or the whole kept
@@ -378,8 +504,11 @@ class FoundryHistoryProvider(CoreOwner, HistoryProvider):
     ) -> list[Message]:
         """The session's messages, oldest first (only the last ``last`` when given).
 
-        Costs one head read and one read per message returned; a session never written has
-        no messages (nothing is created).
+        With ``state`` (the provider's slice of the session's state, as MAF passes it) only the
+        messages of the session's branch. ``last=n`` costs one head read and one read per
+        message returned; the whole history one head read, one read per sealed page of 50 and
+        one per message after them (and, once per page, a page write). A session never written
+        has no messages (nothing is created).
 
         Raises:
             CorruptPayloadError: a stored message cannot be decoded.
@@ -412,9 +541,10 @@ class FoundryHistoryProvider(CoreOwner, HistoryProvider):
             if head is None:
                 return []
             first, nxt = self._bounds(head.value)
-            return await self._read_seqs(
-                scope, _seqs(_last(self._visible(recorded, first, nxt), last))
-            )
+            seqs = _seqs(_last(self._visible(recorded, first, nxt), last))
+            if last is None:
+                return await self._read_whole(scope, seqs, nxt)
+            return await self._read_seqs(scope, seqs)
 
         messages = await self._run(_get(), call=call)
         if self.skip_excluded:
@@ -480,7 +610,9 @@ class FoundryHistoryProvider(CoreOwner, HistoryProvider):
             head = await store.get_item(_HEAD_KEY)
             first, nxt = (0, 0) if head is None else self._bounds(head.value)
             seen = self._visible(recorded, first, nxt)
-            tail = await self._read_seqs(scope, _seqs(_last(seen, len(incoming))))
+            tail_seqs = _seqs(_last(seen, len(incoming)))
+            held = await self._fetch_seqs(scope, tail_seqs)
+            tail = [held[s][0] for s in tail_seqs if s in held]
             new = filter_new_messages(tail, incoming)
             if not new:
                 return None
@@ -513,28 +645,52 @@ class FoundryHistoryProvider(CoreOwner, HistoryProvider):
                 f"{_MAX_ATTEMPTS} times; nothing was stored. Retrying is safe."
             )
 
+        have: dict[int, Held] = {s: h for s, (_, h) in held.items()}
+
         async def _write(seq: int, payload: bytes) -> None:
             key = _message_key(seq)
             tags = _message_tags(seq)
             item = await scope.encode(key, payload, tags=tags)
             await store.set_item(key, item, tags=tags)
+            have[seq] = (payload, item)
 
         # messages already outside the window (a turn longer than max_messages) are not written
         await bounded(
             (_write(nxt + i, payloads[start + i]) for i in range(len(new)) if nxt + i >= keep_from),
             limit=_READ_CONCURRENCY,
         )
+        # the pages this append completes, when it holds all their messages (its own, the tail)
+        complete = [
+            p
+            for p in range(nxt // _SEAL, stop // _SEAL)
+            if (p + 1) * _SEAL > keep_from
+            and all(s in have for s in range(p * _SEAL, (p + 1) * _SEAL))
+        ]
+        await bounded(
+            (
+                self._seal(scope, p, [have[s] for s in range(p * _SEAL, (p + 1) * _SEAL)])
+                for p in complete
+            ),
+            limit=_READ_CONCURRENCY,
+        )
         if keep_from > first:
             await bounded(
-                (self._evict(scope, s) for s in range(first, min(keep_from, nxt))),
+                (self._evict(scope, _message_key(s)) for s in range(first, min(keep_from, nxt))),
+                limit=_READ_CONCURRENCY,
+            )
+            await bounded(  # the pages now wholly out of the window
+                (
+                    self._evict(scope, _page_key(p))
+                    for p in range(first // _SEAL, keep_from // _SEAL)
+                ),
                 limit=_READ_CONCURRENCY,
             )
         await scope.touch()
         branch = _joined(seen, nxt, stop)
         return _last(_clip(branch, keep_from, stop), self.max_messages)
 
-    async def _evict(self, scope: Scope, seq: int) -> None:
-        await scope.delete(_message_key(seq))
+    async def _evict(self, scope: Scope, key: str) -> None:
+        await scope.delete(key)
 
     # -- beyond the contract ------------------------------------------------------------------
     async def list_sessions(self) -> list[str | None]:
