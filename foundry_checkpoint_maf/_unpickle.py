@@ -110,6 +110,19 @@ class Damaged(Refusal):
 # Classes admitted by prefix: where they are *defined* (``__module__``), never re-exported.
 FRAMEWORK_PREFIXES: Final = ("agent_framework.", "agent_framework_orchestrations.", "openai.types.")
 
+#: The framework's modules whose classes a workflow's checkpoint holds (its messages, events and
+#: executors' state). They load with this module, so a process that never ran a workflow (the
+#: command line, the explorer) reads a checkpoint as the process that wrote it does, and a decode
+#: itself still imports nothing.
+_WORKFLOW_MODULES: Final = (
+    "agent_framework._workflows._workflow",
+    "agent_framework._workflows._agent_executor",
+    "agent_framework._workflows._workflow_executor",
+)
+for _module in _WORKFLOW_MODULES:
+    with contextlib.suppress(ImportError):  # a framework version that moved one reads as before
+        importlib.import_module(_module)
+
 _VALUE_CLASSES: Final[tuple[type, ...]] = (
     object, complex, range, slice, int, float, str, bytes, bytearray, bool, set, frozenset,
     list, dict, tuple, datetime.datetime, datetime.date, datetime.time, datetime.timedelta,

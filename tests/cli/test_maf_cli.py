@@ -5,6 +5,9 @@ from __future__ import annotations
 
 import asyncio
 import json
+import subprocess
+import sys
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -206,3 +209,22 @@ def test_the_default_context_is_named_by_an_empty_id(cli: Cli) -> None:
     gone = cli("maf", "checkpoints", "")
     assert gone.exit_code == 1
     assert "the default context has no checkpoints" in _one_error_line(gone.stderr)
+
+
+def test_a_process_that_never_ran_a_workflow_shows_its_checkpoints(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The shell is such a process: a checkpoint's framework classes (a ``WorkflowMessage``
+    among them) resolve there as in the process that wrote it, with nothing to allow."""
+    monkeypatch.setenv("AGENTSERVER_STATE_ROOT", str(tmp_path / "state"))
+
+    async def seed() -> str:
+        async with FoundryCheckpointStorage("conv-a") as storage:
+            await wf.pipeline(storage).run("one")
+            return (await storage.list_checkpoints(workflow_name=wf.PIPELINE))[0].checkpoint_id
+
+    first = asyncio.run(seed())
+    shell = [sys.executable, "-m", "foundry_checkpoint.cli", "--json", "maf", "show", "conv-a"]
+    shown = subprocess.run([*shell, first], capture_output=True, text=True, check=False)
+    assert shown.returncode == 0, shown.stderr
+    assert json.loads(shown.stdout)["checkpoint_id"] == first
