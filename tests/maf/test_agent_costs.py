@@ -327,3 +327,31 @@ async def test_what_the_page_says_of_foundry_agent_session_store(store_env: Any)
     big.state["blob"] = _big_text()
     with pytest.raises(FoundryStorageBadRequestError, match="limit is 1000000 bytes"):
         await theirs.set("big", big)
+
+
+async def test_an_agent_built_conversation_costs_a_saw_tooth_bounded_by_its_pages(
+    store_env: Any,
+) -> None:
+    """Two messages a turn: no append holds a whole page, so each load reads the messages after
+    the last sealed page one by one and seals a page once it is complete (the page's 50 reads
+    and one write): the turn's calls climb for 25 turns and fall back, never past the head, the
+    sealed pages, one page's 50 messages and the append."""
+    async with FoundryHistoryProvider(**store_env.kwargs()) as history:
+        agent = Agent(client=_Quiet(), context_providers=[history])
+        session = agent.create_session(session_id="built")
+        counting = await _counting(history, "built")
+        per_turn: list[int] = []
+        for turn in range(120):
+            counting.calls.clear()
+            await agent.run(f"question {turn}", session=session)
+            per_turn.append(sum(counting.calls.values()))
+            stored = 2 * turn  # before this turn
+            sealed = max(0, stored - 50) // 50  # pages sealed by earlier loads
+            # head, sealed pages, a probe of the next page, at most one page of messages and
+            # its seal, the append (2 + 2k)
+            assert per_turn[-1] <= 1 + sealed + 1 + 50 + 1 + 6, (turn, per_turn[-1])
+        assert min(per_turn[1:]) == 9  # turn 1: the head, 2 messages, the append
+        falls = [i for i in range(1, len(per_turn)) if per_turn[i] < per_turn[i - 1] - 20]
+        assert falls == [26, 51, 76, 101], per_turn  # a page sealed every 25 turns
+    async with FoundryHistoryProvider(**store_env.kwargs()) as plain:
+        assert len(await plain.get_messages("built")) == 240
