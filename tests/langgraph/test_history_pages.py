@@ -7,7 +7,7 @@ import asyncio
 import uuid
 from collections import Counter
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Literal
 
 import pytest
 from langgraph.checkpoint.base import Checkpoint, empty_checkpoint
@@ -157,7 +157,7 @@ async def test_a_page_across_namespaces(
     for i in range(30):
         ns = "" if i % 3 else f"inner:{i % 2}"
         cp = _checkpoint(i)
-        source = "loop" if i % 4 else "input"
+        source: Literal["loop", "input"] = "loop" if i % 4 else "input"
         config = await saver.aput(cfg(thread_id, ns=ns), cp, {"source": source, "step": i}, {})
         if i % 2:
             await saver.aput_writes(config, [("n", i)], f"task-{i}")
@@ -185,9 +185,9 @@ async def test_a_page_across_namespaces(
             step = next(i for i, e in enumerate(expected) if e[0] == cid and e[1] == ns)
             want = [(f"task-{step}", "n", step)] if step % 2 and step < 30 else []
             assert pending == want
-        for source in ("loop", "input", "fork"):
-            listed = await _listed(reader, thread_id, ns=None, limit=4, filter={"source": source})
-            assert [cid for cid, _, _ in listed] == [e[0] for e in order if e[2] == source][:4]
+        for wanted in ("loop", "input", "fork"):
+            listed = await _listed(reader, thread_id, ns=None, limit=4, filter={"source": wanted})
+            assert [cid for cid, _, _ in listed] == [e[0] for e in order if e[2] == wanted][:4]
 
 
 async def test_history_page_finds_writes_put_before_their_checkpoint(
