@@ -27,9 +27,9 @@ from agent_framework import WorkflowCheckpoint
 from agent_framework_foundry_hosting import ResponsesHostServer
 from azure.ai.agentserver.core import AgentConfig, FoundryAgentRequestContext
 from azure.ai.agentserver.responses import ResponsesServerOptions
-from kill_maf_workflow import build, parse
 
 from foundry_checkpoint_maf import FoundryCheckpointStorage, FoundryCheckpointStorageProvider
+from tests.hosts.apps.kill_maf_workflow import build, parse
 
 
 def note(event: str, storage: FoundryCheckpointStorage, checkpoint: WorkflowCheckpoint) -> None:
