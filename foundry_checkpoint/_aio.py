@@ -1,5 +1,5 @@
-"""Async patterns every adapter shares: bounded concurrency, reading the newest item, and
-``async with`` over ``aclose()``.
+"""Async patterns every adapter shares: bounded concurrency, two calls in flight together,
+reading the newest item, and ``async with`` over ``aclose()``.
 
 Example:
     >>> import asyncio
@@ -14,11 +14,20 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Awaitable, Callable, Iterable
 from types import TracebackType
-from typing import Final, TypeVar
+from typing import Any, Final, TypeVar
 
-__all__ = ["CONCURRENCY", "LATEST_ATTEMPTS", "AsyncClosing", "bounded", "read_newest"]
+__all__ = [
+    "CONCURRENCY",
+    "LATEST_ATTEMPTS",
+    "AsyncClosing",
+    "bounded",
+    "read_newest",
+    "together",
+]
 
 T = TypeVar("T")
+A = TypeVar("A")
+B = TypeVar("B")
 K = TypeVar("K")
 V = TypeVar("V")
 _C = TypeVar("_C", bound="AsyncClosing")
@@ -49,6 +58,72 @@ async def bounded(coros: Iterable[Awaitable[T]], limit: int = CONCURRENCY) -> li
             return await aw
 
     return list(await asyncio.gather(*(one(c) for c in awaitables)))
+
+
+async def together(first: Awaitable[A], second: Awaitable[B]) -> tuple[A, B]:
+    """Await ``first`` and ``second`` in flight together (one round trip instead of two).
+
+    As a task group would, but with the error itself, not a group: the first to fail wins,
+    the other is cancelled and awaited before the error is raised (nothing is left running).
+    Cancelling the caller cancels both and waits for them.
+
+    Args:
+        first: an awaitable (run as a task of its own, in a copy of the current context).
+        second: another.
+
+    Returns:
+        Their results, in argument order.
+
+    Raises:
+        BaseException: the error of the one that failed first (of ``first`` when both had
+            failed by the time either was seen).
+
+    Example:
+        >>> import asyncio
+        >>> async def slow() -> str:
+        ...     try:
+        ...         await asyncio.sleep(10)
+        ...     except asyncio.CancelledError:
+        ...         seen.append("slow cancelled")
+        ...         raise
+        ...     return "never"
+        >>> async def fails() -> None:
+        ...     raise KeyError("k")
+        >>> seen: list[str] = []
+        >>> asyncio.run(together(asyncio.sleep(0, "a"), asyncio.sleep(0, "b")))
+        ('a', 'b')
+        >>> try:
+        ...     asyncio.run(together(slow(), fails()))
+        ... except KeyError as exc:
+        ...     print(repr(exc), seen)
+        KeyError('k') ['slow cancelled']
+    """
+    one, two = asyncio.ensure_future(first), asyncio.ensure_future(second)
+    tasks: tuple[asyncio.Future[Any], ...] = (one, two)
+    try:
+        done, pending = await asyncio.wait(tasks, return_when=asyncio.FIRST_EXCEPTION)
+    except BaseException:  # the caller was cancelled: so are both, and they are awaited
+        for task in tasks:
+            task.cancel()
+        await asyncio.wait(tasks)
+        for task in tasks:
+            if not task.cancelled():
+                task.exception()  # retrieved: the caller's cancellation is what is raised
+        raise
+    if not pending:  # both finished: a failure of ``first`` before one of ``second``
+        for task in tasks:
+            if not task.cancelled():
+                task.exception()  # retrieved (the one raised is the first in argument order)
+        return one.result(), two.result()
+    failed = next(task for task in tasks if task in done)
+    for task in pending:
+        task.cancel()
+    await asyncio.wait(pending)
+    for task in pending:
+        if not task.cancelled():
+            task.exception()  # retrieved: the first error is the one raised
+    failed.result()  # raises the first error
+    raise AssertionError("unreachable")  # pragma: no cover
 
 
 async def read_newest(

@@ -98,7 +98,7 @@ from azure.ai.agentserver.core import (
 from azure.ai.agentserver.core.storage import JSONObject
 
 from . import _codec
-from ._aio import read_newest
+from ._aio import read_newest, together
 from ._chunks import ChunkSpill
 from ._gc import GcReport, collect_garbage
 from ._loop import LoopThread
@@ -114,7 +114,7 @@ from ._store._naming import (
     store_name,
     unescape,
 )
-from ._store._protocol import ItemKey, RanksByTag, StateStoreLike, StoredItem
+from ._store._protocol import ItemKey, ItemRef, RanksByTag, StateStoreLike, StoredItem
 from .errors import (
     FoundryCheckpointError,
     MissingBlobError,
@@ -142,6 +142,8 @@ _META_KEY: Final = item_key("m", "spill")
 _DEFAULT_INDEX_KEY: Final = item_key("d")
 """The index key of the default (None) scope."""
 _META_TAGS: Final = {"kind": "meta"}
+_INDEX_NAME_PART: Final = "index"
+"""The index store's name under the prefix."""
 _INDEX_TAGS: Final = {"kind": "scope"}
 DEFAULT_GC_GRACE_SECONDS: Final = 24 * 3600
 #: Store clients a core keeps open at most (least recently used first out).
@@ -402,20 +404,48 @@ class Scope:
         return self.core.backend.chunks_in_store and self.core.spill is not None
 
     async def touch(self) -> None:
-        """Keep the scope's metadata and index entry alive under a TTL (cheap: rate-limited)."""
+        """Keep the scope's metadata and index entry alive under a TTL (cheap: rate-limited).
+
+        The index entry and the metadata read are in flight together (one round trip); with
+        no TTL (``-1``) the metadata is not read at all, since nothing of it needs refreshing.
+        A touch that fails is not counted: the next one tries again.
+        """
         ttl = self.core.item_ttl_seconds
         now = time.monotonic()
         if self._touched and (ttl == -1 or now - self._touched < ttl / 4):
             return
         self._touched = now
-        await self.core.register(self.scope_id, self.caller)
-        item = await self.store.get_item(_META_KEY)
-        if item is not None and ttl != -1:
+        try:
+            if ttl == -1:
+                await self.core.register(self.scope_id, self.caller)
+                return
+            _, item = await together(
+                self.core.register(self.scope_id, self.caller), self.store.get_item(_META_KEY)
+            )
+        except BaseException:
+            self._touched = 0.0
+            raise
+        if item is not None:
             await self.store.set_item(_META_KEY, dict(item.value), tags=_META_TAGS)
             ns = item.value.get("ns") if item.value else None
             if self.chunked and isinstance(ns, str):
                 # chunks a live item references outlive the TTL although none is written again
                 await self._chunks.refresh(ns, time.time() - ttl / 2)
+
+    async def put(
+        self, key: str, value: JSONObject, *, tags: Mapping[str, str] | None = None
+    ) -> ItemRef:
+        """Write item ``key`` and :meth:`touch` the scope, the two in flight together.
+
+        One round trip instead of two on the first write of a scope in a process (and each
+        time the TTL is due), none added otherwise. The item is committed when this returns;
+        if either fails, the other is cancelled and awaited and the first error is raised
+        (the item may then be written or not, as with any write that fails). The index entry
+        may land first: a scope whose first write then failed is listed by ``scope_ids``
+        with no items, as one whose items were all deleted is, and its next write succeeds.
+        """
+        ref, _ = await together(self.store.set_item(key, value, tags=tags), self.touch())
+        return ref
 
     async def keys(self, tags: Mapping[str, str] | None = None) -> list[ItemKey]:
         """Every key of this scope matching ``tags`` (all pages)."""
@@ -606,13 +636,30 @@ class CheckpointCore:
         found = self._scopes.get(key)
         if found is None:
             name = self._name_of(scope_id)
-            if await self.open(name, create=create, caller=caller) is None:
+            opened: StateStoreLike | None
+            if create and not self._open_already(_INDEX_NAME_PART, caller):
+                # A write follows, and it registers the scope in the index: open both stores
+                # at once (the index entry itself is written later, by the write's touch).
+                opened, _ = await together(
+                    self.open(name, caller=caller), self.index(caller=caller)
+                )
+            else:
+                opened = await self.open(name, create=create, caller=caller)
+            if opened is None:
                 return None
             found = self._scopes.get(key)
             if found is None:
                 found = Scope(self, scope_id, name, caller=caller)
                 self._scopes.put(key, found)
         return found
+
+    def _open_already(self, part: str, caller: Caller) -> bool:
+        """Whether the store ``part`` names under the prefix is open (or checked) for
+        ``caller``: opening it again sends nothing."""
+        name = store_name(self.prefix, part)
+        return self._stores.get((name, caller.partition)) is not None or bool(
+            self._checked.get(name)
+        )
 
     @overload
     async def index(self, *, caller: Caller | None = None) -> StateStoreLike: ...
@@ -625,7 +672,9 @@ class CheckpointCore:
         self, *, create: bool = True, caller: Caller | None = None
     ) -> StateStoreLike | None:
         """The store that lists this user's scopes under the prefix (None: absent, not created)."""
-        return await self.open(store_name(self.prefix, "index"), create=create, caller=caller)
+        return await self.open(
+            store_name(self.prefix, _INDEX_NAME_PART), create=create, caller=caller
+        )
 
     async def register(self, scope_id: str | None, caller: Caller | None = None) -> None:
         """Record ``scope_id`` in the caller's index (refreshing its TTL); cheap after the

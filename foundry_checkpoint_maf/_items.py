@@ -91,8 +91,7 @@ class ContextItems:
         scope = await self._core.scope(self.context_id)
         key = checkpoint_key(checkpoint_id)
         value = await scope.encode(key, payload, tags=tags, extra=extra)
-        await scope.store.set_item(key, value, tags=tags)
-        await scope.touch()
+        await scope.put(key, value, tags=tags)
 
     async def _payload(
         self, scope: Scope, key: str, value: Mapping[str, Any], checkpoint_id: str

@@ -44,7 +44,7 @@ from ._backend import Backend, BackendSettings
 from ._embedded import EmbeddedBackend
 from ._hosted import HostedBackend, hosted
 from ._limits import HOSTING_ENV
-from ._protocol import StateStoreLike
+from ._protocol import Described, StateStoreLike
 from ._typed import typed, typed_error
 
 __all__ = [
@@ -238,6 +238,10 @@ async def open_isolated(
         partition: The caller's partition (see :meth:`~._backend.Backend.caller`).
         create: Create the store (isolated) when it does not exist; else only look.
 
+    The descriptor checked is the one the open answered with when the client holds it
+    (:class:`~._protocol.Described`: the hosted open reads or creates the store, and a create
+    answers with the descriptor), else one ``get()``.
+
     Returns:
         The client, or None when ``create`` is False and the store does not exist.
 
@@ -249,7 +253,9 @@ async def open_isolated(
         return None
     try:
         try:
-            descriptor = await store.get()
+            # The hosted open already read (or created) the store: its answer is checked.
+            known = store.opened_descriptor if isinstance(store, Described) else None
+            descriptor = known if known is not None else await store.get()
         except FoundryStorageNotFoundError:
             if create:
                 raise

@@ -29,13 +29,20 @@ Example:
 from __future__ import annotations
 
 import asyncio
+import inspect
 import json
 import os
 from collections.abc import Awaitable, Callable, Mapping
-from typing import TYPE_CHECKING, Any, Final, TypeVar, cast
+from typing import TYPE_CHECKING, Any, Final, TypeVar
 
 from azure.ai.agentserver.core import FoundryAgentRequestContext
-from azure.ai.agentserver.core.storage import FoundryStateStore, Order
+from azure.ai.agentserver.core.storage import (
+    FoundryStateStore,
+    FoundryStorageConflictError,
+    FoundryStorageNotFoundError,
+    Order,
+    StateStore,
+)
 from azure.core.exceptions import ServiceRequestError, ServiceResponseError
 from azure.core.pipeline import PipelineRequest
 from azure.core.pipeline.policies import SansIOHTTPPolicy
@@ -57,6 +64,7 @@ __all__ = [
     "HostedClients",
     "HostedStore",
     "RetrySettingsPolicy",
+    "create_store",
     "env_settings_present",
     "hosted",
     "page_of",
@@ -66,6 +74,8 @@ __all__ = [
 T = TypeVar("T")
 
 _TRANSPORT_ATTEMPTS: Final = 4
+#: Store names a :class:`HostedClients` remembers as answering "no such store" (bounded).
+_MAX_ABSENT: Final = 4096
 
 #: azure-core's retry options that :class:`RetrySettingsPolicy` applies to every request.
 RETRY_OPTIONS: Final = (
@@ -205,6 +215,25 @@ class HostedStore(FoundryStateStore):
         'HostedStore'
     """
 
+    #: The descriptor :meth:`HostedClients.get_or_create` read or created this client with.
+    opened_descriptor: StateStore | None = None
+    _absent: _Absent | None = None
+
+    async def get(self) -> StateStore:
+        """The store's descriptor (the SDK's ``get``); a store found missing is remembered
+        by the :class:`HostedClients` that built this client, whose next
+        :meth:`~HostedClients.get_or_create` of it then creates it without looking first.
+
+        Raises:
+            FoundryStorageNotFoundError: The store does not exist.
+        """
+        try:
+            return await super().get()
+        except FoundryStorageNotFoundError:
+            if self._absent is not None:
+                self._absent.add(self.name)
+            raise
+
     async def list_keys(  # type: ignore[override]
         self,
         *,
@@ -257,6 +286,52 @@ class HostedStore(FoundryStateStore):
         return page_of(response.text())
 
 
+class _Absent:
+    """Store names last seen missing, oldest forgotten first (at most ``size``)."""
+
+    def __init__(self, size: int) -> None:
+        self._size = size
+        self._names: dict[str, None] = {}
+
+    def add(self, name: str) -> None:
+        self._names.pop(name, None)
+        self._names[name] = None
+        if len(self._names) > self._size:
+            del self._names[next(iter(self._names))]
+
+    def take(self, name: str) -> bool:
+        """Whether ``name`` was seen missing (and forget it: the caller is creating it)."""
+        return self._names.pop(name, 0) is None
+
+
+async def create_store(store: FoundryStateStore) -> StateStore | None:
+    """Create ``store``'s store (one POST) and answer its descriptor; None when the SDK no
+    longer has the call this relies on (then the caller takes the public path).
+
+    The SDK's public API creates a store only inside ``FoundryStateStore.get_or_create``,
+    which looks first (a GET) and drops the descriptor the create answered with, so opening a
+    store already known to be missing would cost three round trips (GET, POST, and a GET for
+    the descriptor) where one does. The create request itself is the SDK's own
+    ``_create_properties`` (its body, headers, pipeline and error mapping); this is the one
+    place that calls it, and ``tests/backends/test_hosted_open.py`` fails if the SDK changes
+    it.
+
+    Args:
+        store: An SDK client in hosted mode.
+
+    Returns:
+        The created store's descriptor, or None (the SDK changed; nothing was sent).
+
+    Raises:
+        FoundryStorageConflictError: The store exists already.
+    """
+    create = getattr(type(store), "_create_properties", None)
+    if not inspect.iscoroutinefunction(create) or len(inspect.signature(create).parameters) != 1:
+        return None
+    descriptor = await create(store)
+    return descriptor if isinstance(descriptor, StateStore) else await store.get()
+
+
 class HostedClients:
     """Builds the hosted store clients of one core, sharing a credential and a transport.
 
@@ -302,6 +377,7 @@ class HostedClients:
         self._owned_credential: AsyncTokenCredential | None = None
         self._session: Any = None
         self._transport: Any = None
+        self._absent = _Absent(_MAX_ABSENT)
 
     def client(self, name: str) -> HostedStore:
         """A client of the store ``name``; no I/O.
@@ -312,7 +388,7 @@ class HostedClients:
         Returns:
             The client, isolated, on the shared credential and transport.
         """
-        return HostedStore(
+        store = HostedStore(
             name,
             self.credential(),
             self._endpoint,
@@ -321,9 +397,17 @@ class HostedClients:
             user_id=self._user_id,
             **self.pipeline_kwargs(),
         )
+        store._absent = self._absent
+        return store
 
     async def get_or_create(self, name: str) -> HostedStore:
         """A client of the store ``name``, created isolated first when it does not exist.
+
+        One round trip when the store exists (a GET, whose descriptor the client keeps as
+        ``opened_descriptor`` for the isolation check) or when a GET of this object's clients
+        found it missing before (a create, whose answer is the descriptor); a GET and a create
+        otherwise. A create that finds the store there (another writer was quicker, or an
+        earlier "missing" is stale) reads it instead.
 
         Args:
             name: The store name.
@@ -331,20 +415,45 @@ class HostedClients:
         Returns:
             The client (an existing store keeps its own settings: check its descriptor).
         """
-        kwargs = self.pipeline_kwargs()
-        credential = self.credential()
-        store = await transport_retried(
+        store = self.client(name)
+        try:
+            if self._absent.take(name):
+                descriptor = await self._create(store)
+            else:
+                try:
+                    descriptor = await store.get()
+                except FoundryStorageNotFoundError:
+                    self._absent.take(name)
+                    descriptor = await self._create(store)
+        except BaseException:
+            await store.aclose()
+            raise
+        store.opened_descriptor = descriptor
+        return store
+
+    async def _create(self, store: HostedStore) -> StateStore:
+        """Create ``store``'s store isolated (again after a dropped connection), or read it when
+        it exists; the public path (the SDK's ``get_or_create``, then a GET) when
+        :func:`create_store` cannot be used."""
+        try:
+            descriptor = await transport_retried(lambda: create_store(store))
+        except FoundryStorageConflictError:
+            return await store.get()
+        if descriptor is not None:
+            return descriptor
+        opened = await transport_retried(
             lambda: HostedStore.get_or_create(
-                name,
-                credential,
+                store.name,
+                self.credential(),
                 self._endpoint,
                 user_isolation=True,
                 item_ttl_seconds=self._ttl,
                 user_id=self._user_id,
-                **kwargs,
+                **self.pipeline_kwargs(),
             )
         )
-        return cast(HostedStore, store)
+        await opened.aclose()
+        return await store.get()
 
     def credential(self) -> AsyncTokenCredential:
         """The one credential every client uses.

@@ -22,7 +22,15 @@ from azure.ai.agentserver.core.storage import (
     StateStore,
 )
 
-__all__ = ["ItemKey", "ItemRef", "KeyPage", "RanksByTag", "StateStoreLike", "StoredItem"]
+__all__ = [
+    "Described",
+    "ItemKey",
+    "ItemRef",
+    "KeyPage",
+    "RanksByTag",
+    "StateStoreLike",
+    "StoredItem",
+]
 
 
 class ItemRef(Protocol):
@@ -146,4 +154,18 @@ class RanksByTag(Protocol):
         """Every item carrying ``tags`` whose tag ``by`` has one of the ``count`` greatest
         values (string order, below ``below`` when given) among the items carrying ``tags``
         and ``among``; empty when there is none."""
+        ...
+
+
+@runtime_checkable
+class Described(Protocol):
+    """A client that may already hold its store's descriptor, from the open that built it.
+
+    The hosted client's open reads the descriptor (a GET) or creates the store (whose answer is
+    the descriptor), so the isolation check after the open needs no request of its own.
+    """
+
+    @property
+    def opened_descriptor(self) -> StateStore | None:
+        """The descriptor the open answered with (None: not known, ask :meth:`get`)."""
         ...

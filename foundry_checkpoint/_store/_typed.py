@@ -61,7 +61,15 @@ from foundry_checkpoint.errors import (
     StoreServiceError,
 )
 
-from ._protocol import ItemKey, ItemRef, KeyPage, RanksByTag, StateStoreLike, StoredItem
+from ._protocol import (
+    Described,
+    ItemKey,
+    ItemRef,
+    KeyPage,
+    RanksByTag,
+    StateStoreLike,
+    StoredItem,
+)
 
 __all__ = ["TypedErrors", "typed", "typed_error"]
 
@@ -166,6 +174,13 @@ class TypedErrors:
     async def get(self) -> StateStore:
         """The store's descriptor."""
         return await self._call(self.inner.get())
+
+    @property
+    def opened_descriptor(self) -> StateStore | None:
+        """The descriptor the inner client's open answered with, when it has one
+        (:class:`~._protocol.Described`); None otherwise."""
+        inner = self.inner
+        return inner.opened_descriptor if isinstance(inner, Described) else None
 
     async def create_item(
         self, key: str, value: JSONObject, *, tags: Mapping[str, str] | None = None
