@@ -4,11 +4,17 @@ Every store call of the thread's scope is held for one simulated round trip and 
 its start and end; the longest chain of calls that ran one after the other is what the turn
 waits for on the service. The floor is LangGraph's ``InMemorySaver`` with the same round trip
 slept per saver call. Per durability mode, the turn's store calls are asserted too (both modes).
+
+The first turn of a new thread (hosted) is counted from the client's own requests
+(:class:`tests._trips.Trips`), since it also opens the thread's store: the read's store GET
+finds none, one create makes it (no second GET: the create answers the descriptor the isolation
+check reads), and the write's index entry and the checkpoint follow one after the other.
 """
 
 from __future__ import annotations
 
 import asyncio
+import uuid
 from collections import Counter
 from collections.abc import Callable
 from typing import Annotated, Any, TypedDict
@@ -20,6 +26,8 @@ from langgraph.graph import END, START, StateGraph
 from langgraph.graph.message import add_messages
 
 from foundry_checkpoint import FoundryCheckpointer
+from tests._trips import Trips, waves
+from tests._trips import chain as request_chain
 
 TRIP_S = 0.02
 Log = list[tuple[str, float, float]]
@@ -137,3 +145,46 @@ async def test_a_chat_turn_waits_no_more_round_trips_than_the_floor(
     finding = "list_keys" if store_env.mode == "hosted" else "greatest"
     assert Counter(name for name, _, _ in log) == Counter({finding: 1, **calls})
     assert _chain(log) == floor_chain == (2 if durability == "exit" else 4)
+
+
+@pytest.mark.emulator
+@pytest.mark.parametrize(
+    ("durability", "chain", "calls"),
+    [
+        ("sync", 6, {"put_item": 4, "create_item": 2, "get_item": 1}),
+        ("async", 6, {"put_item": 4, "create_item": 2, "get_item": 1}),
+        ("exit", 4, {"put_item": 2, "get_item": 1}),
+    ],
+)
+async def test_the_first_turn_of_a_new_thread_opens_its_store_in_two_round_trips(
+    emulator: Any,
+    monkeypatch: pytest.MonkeyPatch,
+    durability: str,
+    chain: int,
+    calls: dict[str, int],
+) -> None:
+    """The read's GET, one create; then the touch (index entry and metadata read together)
+    and the floor's own calls. Before: get_store -> get_store -> create_store -> get_store ->
+    put_item -> get_item -> put_item -> ... (9 sync and async, 7 exit)."""
+    monkeypatch.setenv("FOUNDRY_HOSTING_ENVIRONMENT", "emulator")
+    trips = Trips()
+    saver = FoundryCheckpointer(
+        store_prefix=f"lg1st{uuid.uuid4().hex[:10]}",
+        credential=emulator.credential(user="alice"),
+        endpoint=emulator.endpoint,
+        connection_verify=emulator.ca_file,
+        per_call_policies=[trips],
+    )
+    try:
+        graph = _graph(saver)
+        await _turn(graph, "other", durability)  # the process has opened the index store
+        trips.take()
+        await _turn(graph, "new", durability)
+        log = trips.take()
+    finally:
+        await saver.aclose()
+    assert waves(log)[:2] == ["get_store", "create_store"]
+    assert Counter(name for name, _, _ in log) == Counter(
+        {"get_store": 1, "create_store": 1, **calls}
+    )
+    assert request_chain(log) == chain
