@@ -35,6 +35,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Final, TypeVar
+from urllib.parse import quote
 
 from foundry_checkpoint.errors import FoundryCheckpointError
 
@@ -61,7 +62,8 @@ CHECKPOINT_EVERY: Final = 64
 #: The committing connection's own ``wal_autocheckpoint`` (pages): a fallback that only runs
 #: when the background checkpoints fall behind (SQLite's default is 1,000). Under sustained writes
 #: the log restarts only there (a background checkpoint always has a write running past it),
-#: so it bounds the log file: about 8 MB.
+#: so it bounds the log file: about 8 MB, plus what is written while a background checkpoint
+#: holds the checkpoint lock when the threshold is crossed.
 FALLBACK_AUTOCHECKPOINT: Final = 2_000
 #: The schema version this package writes and understands (``PRAGMA user_version``).
 SCHEMA_VERSION: Final = 2
@@ -351,7 +353,9 @@ class WalCheckpointer:
     fallback threshold, checkpoints again).
 
     The thread starts on the first poke (again in a forked child, which never touches its
-    parent's connection) and :meth:`close` stops it, after the checkpoint it is running.
+    parent's connection) and :meth:`close` stops it, after the checkpoint it is running (the
+    engine closes it before its own connection, and when it is garbage-collected). It opens the
+    file read-write without creating it: a database removed meanwhile is not made again.
 
     Args:
         path: The database file (already created, in WAL mode).
@@ -406,8 +410,12 @@ class WalCheckpointer:
                     return
                 try:
                     if conn is None:
+                        # mode=rw: a database that was removed is never created again here
                         conn = sqlite3.connect(
-                            str(self._path), timeout=_BUSY_TIMEOUT_MS / 1000, isolation_level=None
+                            f"file:{quote(str(self._path))}?mode=rw",
+                            timeout=_BUSY_TIMEOUT_MS / 1000,
+                            isolation_level=None,
+                            uri=True,
                         )
                     conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
                     self.checkpoints += 1
@@ -457,6 +465,9 @@ class EngineDatabase:
         """The second of the last expiry clean-up and the stores cleaned up in it."""
         self._worker = CallThread("foundry-checkpoint-engine")
         self._checkpointer = None if self._path is None else WalCheckpointer(self._path)
+        if self._checkpointer is not None:
+            # An engine dropped without close() does not leave its checkpoint thread behind.
+            weakref.finalize(self, self._checkpointer.close)
         self._writes = 0
         """Write transactions committed since the last background checkpoint was asked for."""
 
