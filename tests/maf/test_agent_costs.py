@@ -132,10 +132,10 @@ async def test_what_a_new_object_and_a_new_session_add(
         {"get_store": 1}  # not found, nothing created
     )
     new_session = await _requests(store_env, writer.save_messages("fresh", _numbered(0, 2)))
-    assert new_session == Counter(
-        {"get_store": 2, "create_store": 1, "get_item": 2, "create_item": 1, "put_item": 3}
+    assert new_session == Counter(  # one GET finds no store, one create makes it
+        {"get_store": 1, "create_store": 1, "get_item": 2, "create_item": 1, "put_item": 3}
     )
-    assert sum(new_session.values()) == 9
+    assert sum(new_session.values()) == 8
     assert await _requests(store_env, writer.save_messages("fresh", _numbered(2, 2))) == Counter(
         {"get_item": 3, "put_item": 3}
     )
@@ -143,7 +143,7 @@ async def test_what_a_new_object_and_a_new_session_add(
     read = await _requests(store_env, fresh.get_messages("long", last=20))
     assert read == Counter({"get_store": 1, "get_item": 1 + min(20, length)})
     append = await _requests(store_env, fresh.save_messages("long", _numbered(length, 2)))
-    assert append == Counter({"get_store": 2, "get_item": 4, "put_item": 4})
+    assert append == Counter({"get_store": 1, "get_item": 4, "put_item": 4})  # the index's GET
     assert await _requests(store_env, fresh.save_messages("long", _numbered(length + 2, 2))) == (
         Counter({"get_item": 3, "put_item": 3})
     )
@@ -156,7 +156,7 @@ async def test_a_session_stores_first_set_and_then_one_request(store_env: Any) -
         session.state["topic"] = "billing"
         assert await _requests(store_env, sessions.get("c1")) == Counter({"get_store": 1})
         first = await _requests(store_env, sessions.set("c1", session))
-        assert sum(first.values()) == 9, first
+        assert sum(first.values()) == 6, first  # the get's 404 spares the create's GET
         assert first["create_item"] == 1
         steps: list[tuple[Awaitable[Any], Counter[str]]] = [
             (sessions.get("c1"), Counter({"get_item": 1})),
@@ -203,7 +203,7 @@ async def test_a_message_and_a_session_over_the_item_limit(
     history = make_history()
     await history.save_messages("warm", _numbered(0, 1))  # the user's index is open now
     append = await _requests(store_env, history.save_messages("big", [tool]))
-    assert sum(append.values()) == 13, append  # a new session's store, the chunks, the message
+    assert sum(append.values()) == 12, append  # a new session's store, the chunks, the message
     fresh = make_history()
     back: list[Message] = []
 
