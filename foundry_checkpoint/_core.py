@@ -72,7 +72,7 @@ every store client (:class:`~._store._hosted.HostedClients`, closed by ``close()
 :data:`MAX_OPEN_STORES` store clients (least recently used first out; a client holds no
 connection of its own) and at most :data:`MAX_SCOPES` per-(user, scope) entries, however many
 threads a process serves. Reads of a scope whose store does not exist do not create it (one
-store GET); the first write does.
+store GET); the first write does (one create: the backend remembers the GET that found none).
 
 **The backend** is one object (:class:`~._store._backend.Backend`), chosen once per core by
 :func:`~._store._backends.choose_backend`: it opens and binds the clients, says who a call is
@@ -441,8 +441,8 @@ class Scope:
         time the TTL is due), none added otherwise. The item is committed when this returns;
         if either fails, the other is cancelled and awaited and the first error is raised
         (the item may then be written or not, as with any write that fails). The index entry
-        may land first: a scope whose first write then failed is listed by ``scope_ids``
-        with no items, as one whose items were all deleted is, and its next write succeeds.
+        may land first: a scope whose first write then failed may be listed by ``scope_ids``
+        with no items (a listing of its items finds none), until its next write succeeds.
         """
         ref, _ = await together(self.store.set_item(key, value, tags=tags), self.touch())
         return ref
