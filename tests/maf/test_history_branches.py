@@ -89,14 +89,16 @@ async def test_two_branches_from_one_snapshot_read_as_in_memory(
         for name in ("a", "b")
     }
     # the branches take turns, and a replay of the whole transcript is not stored twice
-    script = [("a", "a1"), ("b", "b1"), ("b", "b2"), ("a", "a2"), ("a", None), ("b", "b3")]
-    for branch, tag in script:
+    script: list[tuple[str, str | None]] = [
+        ("a", "a1"), ("b", "b1"), ("b", "b2"), ("a", "a2"), ("a", None), ("b", "b3"),
+    ]  # fmt: skip
+    for branch, said in script:
         states = branches[branch]
-        if tag is None:
+        if said is None:
             transcript = await memory.get_messages("fork", state=states["memory"])
             calls = [transcript]
         else:
-            calls = [_turn(tag)]
+            calls = [_turn(said)]
         for call in calls:
             await ours.save_messages("fork", call, state=states["ours"])
             await memory.save_messages("fork", call, state=states["memory"])
