@@ -617,19 +617,27 @@ class CheckpointCore:
         return store_name(self.prefix, "t", scope_id)
 
     @overload
-    async def scope(self, scope_id: str | None) -> Scope: ...
+    async def scope(self, scope_id: str | None, *, indexed: bool = True) -> Scope: ...
     @overload
-    async def scope(self, scope_id: str | None, *, create: Literal[True]) -> Scope: ...
+    async def scope(
+        self, scope_id: str | None, *, create: Literal[True], indexed: bool = True
+    ) -> Scope: ...
     @overload
-    async def scope(self, scope_id: str | None, *, create: bool) -> Scope | None: ...
+    async def scope(
+        self, scope_id: str | None, *, create: bool, indexed: bool = True
+    ) -> Scope | None: ...
 
-    async def scope(self, scope_id: str | None, *, create: bool = True) -> Scope | None:
+    async def scope(
+        self, scope_id: str | None, *, create: bool = True, indexed: bool = True
+    ) -> Scope | None:
         """The current user's :class:`Scope` of ``scope_id``, opening its store on first use.
 
         ``scope_id`` was checked where it entered the adapter (``check_identifier``, under the
         adapter's own name for it: ``thread_id``, ``context_id``...), once; it is not checked
         again here. With ``create=False`` (reads) a store that does not exist is not created:
-        None.
+        None. With ``create=True`` (a write follows, whose :meth:`Scope.touch` registers the
+        scope in the index) the index store is opened together with the scope's own, unless
+        ``indexed=False`` says the scope's writes never register it.
         """
         caller = self.caller()
         key = (caller.key, scope_id)
@@ -637,7 +645,7 @@ class CheckpointCore:
         if found is None:
             name = self._name_of(scope_id)
             opened: StateStoreLike | None
-            if create and not self._open_already(_INDEX_NAME_PART, caller):
+            if create and indexed and not self._open_already(_INDEX_NAME_PART, caller):
                 # A write follows, and it registers the scope in the index: open both stores
                 # at once (the index entry itself is written later, by the write's touch).
                 opened, _ = await together(

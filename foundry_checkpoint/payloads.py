@@ -314,7 +314,7 @@ class PayloadStore(CoreOwner):
     async def _put(self, payload: bytes) -> PayloadRef:
         pid = secrets.token_hex(_SALT)
         sha = await _sha256(payload)
-        scope = await self._core.scope(None)
+        scope = await self._core.scope(None, indexed=False)  # payloads are never listed
         key = item_key("p", pid)
         namespace = f"{self._core.prefix}/{_NS_WORD}{secrets.token_hex(16)}"
         extra = {"ns": namespace, "sha256": sha, "size": str(len(payload))}
