@@ -403,6 +403,12 @@ class Scope:
         """Whether values may also sit in chunks written before a spill store was configured."""
         return self.core.backend.chunks_in_store and self.core.spill is not None
 
+    def _touch_due(self) -> bool:
+        """Whether :meth:`touch` has anything to send (first write here, or the TTL is due)."""
+        ttl = self.core.item_ttl_seconds
+        touched = self._touched
+        return not touched or (ttl != -1 and time.monotonic() - touched >= ttl / 4)
+
     async def touch(self) -> None:
         """Keep the scope's metadata and index entry alive under a TTL (cheap: rate-limited).
 
@@ -410,11 +416,10 @@ class Scope:
         no TTL (``-1``) the metadata is not read at all, since nothing of it needs refreshing.
         A touch that fails is not counted: the next one tries again.
         """
-        ttl = self.core.item_ttl_seconds
-        now = time.monotonic()
-        if self._touched and (ttl == -1 or now - self._touched < ttl / 4):
+        if not self._touch_due():
             return
-        self._touched = now
+        ttl = self.core.item_ttl_seconds
+        self._touched = time.monotonic()
         try:
             if ttl == -1:
                 await self.core.register(self.scope_id, self.caller)
@@ -444,6 +449,8 @@ class Scope:
         may land first: a scope whose first write then failed may be listed by ``scope_ids``
         with no items (a listing of its items finds none), until its next write succeeds.
         """
+        if not self._touch_due():  # the common case: no task pair for a touch with nothing to do
+            return await self.store.set_item(key, value, tags=tags)
         ref, _ = await together(self.store.set_item(key, value, tags=tags), self.touch())
         return ref
 
