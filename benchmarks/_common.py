@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import resource
@@ -9,7 +10,7 @@ import statistics
 import sys
 import time
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from typing import Any, ClassVar
 
 __all__ = [
@@ -214,3 +215,35 @@ class LocalCounters:
 
         wrapped.__name__ = getattr(original, "__name__", wire)
         return wrapped
+
+
+@contextlib.asynccontextmanager
+async def hosted_saver(
+    peer: bool, emulator: Any, *, prefix: str, identity: str, serde: Any = None
+) -> AsyncIterator[Any]:
+    """``FoundryCheckpointer`` (or, with ``peer``, langchain-azure-ai's ``FoundryCheckpointSaver``)
+    on ``emulator``, as ``identity``, closed on exit."""
+    from foundry_checkpoint.emulator import EmulatorCredential
+
+    credential = EmulatorCredential(identity)
+    if not peer:
+        from foundry_checkpoint import FoundryCheckpointer
+
+        saver = FoundryCheckpointer(
+            store_prefix=prefix,
+            serde=serde,
+            credential=credential,
+            endpoint=emulator.endpoint,
+            **emulator.client_kwargs(),
+        )
+        try:
+            yield saver
+        finally:
+            await saver.aclose()
+    else:
+        from langchain_azure_ai.agents.hosting import FoundryCheckpointSaver
+
+        async with FoundryCheckpointSaver(
+            credential=credential, endpoint=emulator.endpoint, store_name_prefix=prefix, serde=serde
+        ) as other:
+            yield other

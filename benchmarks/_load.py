@@ -47,11 +47,10 @@ import gc
 import os
 import threading
 import time
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
-from ._common import median, ms, percentile
+from ._common import hosted_saver, median, ms, percentile
 
 __all__ = ["NAMES", "report_lines", "run_unit"]
 
@@ -108,32 +107,9 @@ def _rules(delay_s: float, stall_s: float, stall_user: str | None = None) -> lis
     return rules
 
 
-@contextlib.asynccontextmanager
-async def _saver(subject: str, emulator: Any) -> AsyncIterator[Any]:
-    from foundry_checkpoint.emulator import EmulatorCredential
-
+def _saver(subject: str, emulator: Any) -> contextlib.AbstractAsyncContextManager[Any]:
     # The container's own identity; each request's call id names its end user.
-    credential = EmulatorCredential("agent")
-    if subject == "fc-hosted":
-        from foundry_checkpoint import FoundryCheckpointer
-
-        saver: Any = FoundryCheckpointer(
-            store_prefix="load",
-            credential=credential,
-            endpoint=emulator.endpoint,
-            **emulator.client_kwargs(),
-        )
-        try:
-            yield saver
-        finally:
-            await saver.aclose()
-    else:
-        from langchain_azure_ai.agents.hosting import FoundryCheckpointSaver
-
-        async with FoundryCheckpointSaver(
-            credential=credential, endpoint=emulator.endpoint, store_name_prefix="load"
-        ) as peer:
-            yield peer
+    return hosted_saver(subject != "fc-hosted", emulator, prefix="load", identity="agent")
 
 
 def _threads() -> dict[int, tuple[str, float, float]]:

@@ -33,7 +33,7 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
-from ._common import median, ms, sleep_to_next_second
+from ._common import hosted_saver, median, ms, sleep_to_next_second
 
 __all__ = ["SUBJECTS", "run_unit"]
 
@@ -57,36 +57,10 @@ def _error(exc: BaseException) -> str:
 # --------------------------------------------------------------------------- LangGraph
 
 
-@contextlib.asynccontextmanager
-async def _lg_saver(key: str, emulator: Any, serde: Any) -> AsyncIterator[Any]:
-    from foundry_checkpoint.emulator import EmulatorCredential
-
-    if key == "lg-fc-hosted":
-        from foundry_checkpoint import FoundryCheckpointer
-
-        saver = FoundryCheckpointer(
-            store_prefix="bench",
-            serde=serde,
-            credential=EmulatorCredential("alice"),
-            endpoint=emulator.endpoint,
-            **emulator.client_kwargs(),
-        )
-        try:
-            yield saver
-        finally:
-            await saver.aclose()
-    else:
-        from langchain_azure_ai.agents.hosting._foundry_checkpoint_saver import (
-            FoundryCheckpointSaver,
-        )
-
-        async with FoundryCheckpointSaver(
-            credential=EmulatorCredential("alice"),
-            endpoint=emulator.endpoint,
-            store_name_prefix="bench-lc",
-            serde=serde,
-        ) as peer:
-            yield peer
+def _lg_saver(key: str, emulator: Any, serde: Any) -> contextlib.AbstractAsyncContextManager[Any]:
+    peer = key != "lg-fc-hosted"
+    prefix = "bench-lc" if peer else "bench"
+    return hosted_saver(peer, emulator, prefix=prefix, identity="alice", serde=serde)
 
 
 async def _lg_chat(saver: Any, serde: Any, emulator: Any, scale: dict[str, Any]) -> dict[str, Any]:

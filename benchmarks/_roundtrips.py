@@ -31,7 +31,7 @@ from collections.abc import AsyncIterator, Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from ._common import median, ms
+from ._common import hosted_saver, median, ms
 
 __all__ = ["SUBJECTS", "longest_chain", "run_unit"]
 
@@ -178,34 +178,9 @@ def _floor_saver(clock: _Clock) -> Any:
     return DelayedInMemorySaver()
 
 
-@contextlib.asynccontextmanager
-async def _lg_saver(key: str, emulator: Any) -> AsyncIterator[Any]:
-    from foundry_checkpoint.emulator import EmulatorCredential
-
-    if key == "lg-fc-hosted":
-        from foundry_checkpoint import FoundryCheckpointer
-
-        saver = FoundryCheckpointer(
-            store_prefix="bench",
-            credential=EmulatorCredential("alice"),
-            endpoint=emulator.endpoint,
-            **emulator.client_kwargs(),
-        )
-        try:
-            yield saver
-        finally:
-            await saver.aclose()
-    else:
-        from langchain_azure_ai.agents.hosting._foundry_checkpoint_saver import (
-            FoundryCheckpointSaver,
-        )
-
-        async with FoundryCheckpointSaver(
-            credential=EmulatorCredential("alice"),
-            endpoint=emulator.endpoint,
-            store_name_prefix="bench-lc",
-        ) as peer:
-            yield peer
+def _lg_saver(key: str, emulator: Any) -> contextlib.AbstractAsyncContextManager[Any]:
+    peer = key != "lg-fc-hosted"
+    return hosted_saver(peer, emulator, prefix="bench-lc" if peer else "bench", identity="alice")
 
 
 async def _langgraph(key: str, scale: dict[str, Any], clock: _Clock) -> dict[str, Any]:
