@@ -13,7 +13,7 @@ import base64
 import random
 import warnings
 from collections import Counter
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Sequence
 from typing import Any
 
 import pytest
@@ -22,6 +22,8 @@ from agent_framework import Agent, AgentSession, BaseChatClient, ChatResponse, C
 from foundry_checkpoint_maf import FoundryHistoryProvider
 from tests._counting_store import CountingStore
 
+from .conftest import MakeHistory, numbered
+
 with warnings.catch_warnings():  # MAF's SessionStore is experimental: it warns when subclassed
     warnings.simplefilter("ignore")
     from foundry_checkpoint_maf import FoundrySessionStore
@@ -29,29 +31,6 @@ with warnings.catch_warnings():  # MAF's SessionStore is experimental: it warns 
 pytestmark = pytest.mark.filterwarnings(
     "ignore::agent_framework._feature_stage.ExperimentalWarning"
 )
-
-MakeHistory = Callable[..., FoundryHistoryProvider]
-
-
-@pytest.fixture
-async def make_history(store_env: Any) -> AsyncIterator[MakeHistory]:
-    made: list[FoundryHistoryProvider] = []
-
-    def _make(**options: Any) -> FoundryHistoryProvider:
-        provider = FoundryHistoryProvider(**store_env.kwargs(**options))
-        made.append(provider)
-        return provider
-
-    yield _make
-    for provider in made:
-        await provider.aclose()
-
-
-def _numbered(start: int, count: int) -> list[Message]:
-    role = ("user", "assistant")
-    return [
-        Message(role[i % 2], [f"m-{i}"], message_id=f"m-{i}") for i in range(start, start + count)
-    ]
 
 
 async def _counting(history: FoundryHistoryProvider, session: str) -> CountingStore:
@@ -74,12 +53,12 @@ async def _requests(store_env: Any, call: Awaitable[Any]) -> Counter[str]:
 
 async def test_a_replayed_turn_costs_reads_only(store_env: Any, make_history: MakeHistory) -> None:
     history = make_history()
-    await history.save_messages("replay", _numbered(0, 10))
+    await history.save_messages("replay", numbered(0, 10))
     counting = await _counting(history, "replay")
-    sent = await _requests(store_env, history.save_messages("replay", _numbered(9, 1)))
+    sent = await _requests(store_env, history.save_messages("replay", numbered(9, 1)))
     assert counting.calls == Counter({"get_item": 2})  # the head and the one tail message
     counting.calls.clear()
-    await history.save_messages("replay", _numbered(7, 3))
+    await history.save_messages("replay", numbered(7, 3))
     assert counting.calls == Counter({"get_item": 4})  # 1 + k, nothing written
     if store_env.emulator is not None:
         assert sent == Counter({"get_item": 2})
@@ -90,10 +69,10 @@ async def test_an_append_into_a_full_window_reads_and_deletes_what_falls_out(
     store_env: Any, make_history: MakeHistory
 ) -> None:
     history = make_history(max_messages=10)
-    await history.save_messages("window", _numbered(0, 5))
-    await history.save_messages("window", _numbered(5, 5))
+    await history.save_messages("window", numbered(0, 5))
+    await history.save_messages("window", numbered(5, 5))
     counting = await _counting(history, "window")
-    sent = await _requests(store_env, history.save_messages("window", _numbered(10, 2)))
+    sent = await _requests(store_env, history.save_messages("window", numbered(10, 2)))
     # 2 + 2k, and a read and a delete per message pushed out
     assert counting.calls == Counter({"get_item": 5, "set_item": 3, "delete_item": 2})
     if store_env.emulator is not None:
@@ -108,7 +87,7 @@ async def test_delete_session_costs_one_delete_per_item(
     store_env: Any, make_history: MakeHistory, length: int
 ) -> None:
     history = make_history()
-    await history.save_messages("gone", _numbered(0, length))
+    await history.save_messages("gone", numbered(0, length))
     counting = await _counting(history, "gone")
     sent = await _requests(store_env, history.delete_session("gone"))
     sealed = length // 50  # written in one call: the append sealed every page of 50
@@ -127,24 +106,24 @@ async def test_what_a_new_object_and_a_new_session_add(
     store_env: Any, make_history: MakeHistory, length: int
 ) -> None:
     writer = make_history()
-    await writer.save_messages("long", _numbered(0, length))
+    await writer.save_messages("long", numbered(0, length))
     assert await _requests(store_env, writer.get_messages("never-written")) == Counter(
         {"get_store": 1}  # not found, nothing created
     )
-    new_session = await _requests(store_env, writer.save_messages("fresh", _numbered(0, 2)))
+    new_session = await _requests(store_env, writer.save_messages("fresh", numbered(0, 2)))
     assert new_session == Counter(  # one GET finds no store, one create makes it
         {"get_store": 1, "create_store": 1, "get_item": 2, "create_item": 1, "put_item": 3}
     )
     assert sum(new_session.values()) == 8
-    assert await _requests(store_env, writer.save_messages("fresh", _numbered(2, 2))) == Counter(
+    assert await _requests(store_env, writer.save_messages("fresh", numbered(2, 2))) == Counter(
         {"get_item": 3, "put_item": 3}
     )
     fresh = make_history()  # a new process
     read = await _requests(store_env, fresh.get_messages("long", last=20))
     assert read == Counter({"get_store": 1, "get_item": 1 + min(20, length)})
-    append = await _requests(store_env, fresh.save_messages("long", _numbered(length, 2)))
+    append = await _requests(store_env, fresh.save_messages("long", numbered(length, 2)))
     assert append == Counter({"get_store": 1, "get_item": 4, "put_item": 4})  # the index's GET
-    assert await _requests(store_env, fresh.save_messages("long", _numbered(length + 2, 2))) == (
+    assert await _requests(store_env, fresh.save_messages("long", numbered(length + 2, 2))) == (
         Counter({"get_item": 3, "put_item": 3})
     )
 
@@ -170,9 +149,9 @@ async def test_a_session_stores_first_set_and_then_one_request(store_env: Any) -
 
 async def test_one_message_and_the_whole_history(store_env: Any, make_history: MakeHistory) -> None:
     history = make_history()
-    await history.save_messages("whole", _numbered(0, 149))
+    await history.save_messages("whole", numbered(0, 149))
     counting = await _counting(history, "whole")
-    sent = await _requests(store_env, history.save_messages("whole", _numbered(149, 1)))
+    sent = await _requests(store_env, history.save_messages("whole", numbered(149, 1)))
     assert counting.calls == Counter({"get_item": 2, "set_item": 2})  # 2 + 2k, k = 1
     counting.calls.clear()
     # the 149 were one append: it sealed pages 0 and 1 (messages 0-99); the append of message
@@ -201,7 +180,7 @@ async def test_a_message_and_a_session_over_the_item_limit(
     big = _big_text()
     tool = Message("tool", [Content.from_function_result("c1", result=big)], message_id="t")
     history = make_history()
-    await history.save_messages("warm", _numbered(0, 1))  # the user's index is open now
+    await history.save_messages("warm", numbered(0, 1))  # the user's index is open now
     append = await _requests(store_env, history.save_messages("big", [tool]))
     assert sum(append.values()) == 12, append  # a new session's store, the chunks, the message
     fresh = make_history()
@@ -268,7 +247,7 @@ async def test_an_agent_turn_loads_what_the_provider_gives_it(
 ) -> None:
     cls = FoundryHistoryProvider if load == "whole" else _LastTwenty
     async with cls(**store_env.kwargs()) as history:
-        await history.save_messages("agent", _numbered(0, length))
+        await history.save_messages("agent", numbered(0, length))
         client = _Quiet()
         agent = Agent(client=client, context_providers=[history])
         session = agent.create_session(session_id="agent")

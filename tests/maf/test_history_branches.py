@@ -13,7 +13,7 @@ from __future__ import annotations
 import copy
 import json
 from collections import Counter
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import pytest
@@ -30,22 +30,9 @@ from foundry_checkpoint.errors import CorruptPayloadError
 from foundry_checkpoint_maf import FoundryHistoryProvider
 from tests._counting_store import CountingStore
 
-MakeHistory = Callable[..., FoundryHistoryProvider]
+from .conftest import MakeHistory
+
 State = dict[str, Any]
-
-
-@pytest.fixture
-async def make_history(store_env: Any) -> AsyncIterator[MakeHistory]:
-    made: list[FoundryHistoryProvider] = []
-
-    def _make(**options: Any) -> FoundryHistoryProvider:
-        provider = FoundryHistoryProvider(**store_env.kwargs(**options))
-        made.append(provider)
-        return provider
-
-    yield _make
-    for provider in made:
-        await provider.aclose()
 
 
 def _turn(tag: str) -> list[Message]:

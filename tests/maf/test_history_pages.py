@@ -12,39 +12,17 @@ from __future__ import annotations
 import base64
 import random
 from collections import Counter
-from collections.abc import AsyncIterator, Callable
 from typing import Any
 
-import pytest
 from agent_framework import InMemoryHistoryProvider, Message
 
 from foundry_checkpoint.adapter import spilled_digest
 from foundry_checkpoint_maf import FoundryHistoryProvider
 from tests._counting_store import CountingStore
 
-MakeHistory = Callable[..., FoundryHistoryProvider]
+from .conftest import MakeHistory, numbered
+
 P = 50  # messages per page
-
-
-@pytest.fixture
-async def make_history(store_env: Any) -> AsyncIterator[MakeHistory]:
-    made: list[FoundryHistoryProvider] = []
-
-    def _make(**options: Any) -> FoundryHistoryProvider:
-        provider = FoundryHistoryProvider(**store_env.kwargs(**options))
-        made.append(provider)
-        return provider
-
-    yield _make
-    for provider in made:
-        await provider.aclose()
-
-
-def _numbered(start: int, count: int) -> list[Message]:
-    role = ("user", "assistant")
-    return [
-        Message(role[i % 2], [f"m-{i}"], message_id=f"m-{i}") for i in range(start, start + count)
-    ]
 
 
 def _texts(messages: list[Message]) -> list[str]:
@@ -68,7 +46,7 @@ async def _pages(history: FoundryHistoryProvider, session: str) -> list[str]:
 async def test_a_whole_read_at_2000_messages_costs_pages(make_history: MakeHistory) -> None:
     history = make_history()
     await history.delete_session("long")
-    await history.save_messages("long", _numbered(0, 1900))  # one append: it seals 38 pages
+    await history.save_messages("long", numbered(0, 1900))  # one append: it seals 38 pages
     assert len(await _pages(history, "long")) == 1900 // P
     counting = await _counting(history, "long")
     # then agent turns: load the whole history, append the input and the reply
@@ -78,7 +56,7 @@ async def test_a_whole_read_at_2000_messages_costs_pages(make_history: MakeHisto
         assert len(loaded) == n
         assert sum(counting.calls.values()) <= n / P + P + 2, (n, counting.calls)
         counting.calls.clear()
-        await history.save_messages("long", _numbered(n, 2))
+        await history.save_messages("long", numbered(n, 2))
         assert counting.calls == Counter({"get_item": 3, "set_item": 3})  # no page written
     counting.calls.clear()
     loaded = await history.get_messages("long")
@@ -100,16 +78,16 @@ async def test_an_append_writes_at_most_one_page_per_50_messages(
 ) -> None:
     history = make_history()
     await history.delete_session("appends")
-    await history.save_messages("appends", _numbered(0, 30))  # no page complete
+    await history.save_messages("appends", numbered(0, 30))  # no page complete
     assert await _pages(history, "appends") == []
     counting = await _counting(history, "appends")
     # it completes pages 0 to 2 and holds them: its own 130 and the 30 of its tail read
-    await history.save_messages("appends", _numbered(30, 130))
+    await history.save_messages("appends", numbered(30, 130))
     assert counting.calls == Counter({"get_item": 1 + 30, "set_item": 1 + 130 + 3})
     assert await _pages(history, "appends") == [f"page/00000000000{p}" for p in range(3)]
     counting.calls.clear()
     # 20 messages: it completes page 3 and holds it (its 20 and the 20 of its tail read)
-    await history.save_messages("appends", _numbered(160, 20) + _numbered(180, 20))
+    await history.save_messages("appends", numbered(160, 20) + numbered(180, 20))
     assert counting.calls == Counter({"get_item": 1 + 40, "set_item": 1 + 40 + 1})
     assert _texts(await history.get_messages("appends")) == [f"m-{i}" for i in range(200)]
 
@@ -119,7 +97,7 @@ async def test_the_previous_layout_reads_back_and_gains_pages(make_history: Make
     whole read seals its complete pages."""
     history = make_history()
     await history.delete_session("older")
-    await history.save_messages("older", _numbered(0, 120))
+    await history.save_messages("older", numbered(0, 120))
     core = history._core
     scope = await core.arun(core.scope("older"))
     for key in await _pages(history, "older"):
@@ -140,8 +118,8 @@ async def test_branches_read_their_own_messages_from_shared_pages(
     await ours.delete_session("forked-pages")
     base: dict[str, Any] = {}
     base_memory: dict[str, Any] = {}
-    await ours.save_messages("forked-pages", _numbered(0, 100), state=base)
-    await memory.save_messages("forked-pages", _numbered(0, 100), state=base_memory)
+    await ours.save_messages("forked-pages", numbered(0, 100), state=base)
+    await memory.save_messages("forked-pages", numbered(0, 100), state=base_memory)
     states = [(dict(base), {"messages": list(base_memory["messages"])}) for _ in range(2)]
     for turn in range(3):
         for b, (state, state_memory) in enumerate(states):
@@ -159,7 +137,7 @@ async def test_retention_deletes_the_pages_out_of_the_window(make_history: MakeH
     history = make_history(max_messages=60)
     await history.delete_session("window")
     for start in range(0, 200, 20):
-        await history.save_messages("window", _numbered(start, 20))
+        await history.save_messages("window", numbered(start, 20))
         assert _texts(await history.get_messages("window")) == [
             f"m-{i}" for i in range(max(0, start + 20 - 60), start + 20)
         ]
@@ -172,7 +150,7 @@ async def test_a_spilled_message_stays_a_reference_in_its_page(make_history: Mak
     await history.delete_session("big-page")
     # incompressible, over the 1 MB item limit once in JSON: it spills
     big = Message("tool", [base64.b64encode(random.Random(7).randbytes(900_000)).decode()])
-    messages = [*_numbered(0, 10), big, *_numbered(11, 39)]
+    messages = [*numbered(0, 10), big, *numbered(11, 39)]
     await history.save_messages("big-page", messages)
     core = history._core
     scope = await core.arun(core.scope("big-page"))

@@ -14,7 +14,7 @@ import random
 import subprocess
 import sys
 from collections import Counter
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -39,40 +39,18 @@ from foundry_checkpoint_maf import FoundryHistoryProvider
 from tests._counting_store import CountingStore
 from tests._request import in_request
 
+from .conftest import MakeHistory, numbered
+
 ROOT = Path(__file__).resolve().parents[2]
-
-MakeHistory = Callable[..., FoundryHistoryProvider]
-
-
-@pytest.fixture
-async def make_history(store_env: Any) -> AsyncIterator[MakeHistory]:
-    made: list[FoundryHistoryProvider] = []
-
-    def _make(*, user: str = "alice", **options: Any) -> FoundryHistoryProvider:
-        provider = FoundryHistoryProvider(**store_env.kwargs(user=user, **options))
-        made.append(provider)
-        return provider
-
-    yield _make
-    for provider in made:
-        await provider.aclose()
 
 
 def _texts(messages: Sequence[Message]) -> list[str]:
     return [m.text for m in messages]
 
 
-def _numbered(start: int, count: int, prefix: str = "m") -> list[Message]:
-    role = ("user", "assistant")
-    return [
-        Message(role[i % 2], [f"{prefix}-{i}"], message_id=f"{prefix}-{i}")
-        for i in range(start, start + count)
-    ]
-
-
 async def _fill(history: FoundryHistoryProvider, session: str, count: int) -> None:
     for start in range(0, count, 250):
-        await history.save_messages(session, _numbered(start, min(250, count - start)))
+        await history.save_messages(session, numbered(start, min(250, count - start)))
 
 
 async def _counting(history: FoundryHistoryProvider, session: str) -> CountingStore:
@@ -276,7 +254,7 @@ async def test_message_over_the_item_limit_round_trips(make_history: MakeHistory
 async def test_max_messages_keeps_the_last_n(make_history: MakeHistory) -> None:
     history = make_history(max_messages=5)
     for start in range(0, 12, 3):
-        await history.save_messages("window", _numbered(start, 3))
+        await history.save_messages("window", numbered(start, 3))
     assert _texts(await history.get_messages("window")) == [f"m-{i}" for i in range(7, 12)]
     core = history._core
     scope = await core.arun(core.scope("window"))
@@ -285,7 +263,7 @@ async def test_max_messages_keeps_the_last_n(make_history: MakeHistory) -> None:
     assert await history.get_messages("window") == []
     assert await history.delete_session("window") == 0
     # a turn longer than the window: only its last messages are written
-    await history.save_messages("window", _numbered(0, 8, prefix="long"))
+    await history.save_messages("window", numbered(0, 8, prefix="long"))
     assert _texts(await history.get_messages("window")) == [f"long-{i}" for i in range(3, 8)]
     assert len(await core.arun(scope.keys({"kind": "maf.message"}))) == 5
 
