@@ -72,7 +72,8 @@ async def test_retry_total_sets_the_attempts_of_a_maf_write(emu: FoundryEmulator
     from agent_framework import WorkflowCheckpoint, WorkflowCheckpointException
 
     async with FoundryCheckpointStorage("conv-retries", **_client(emu), retry_total=1) as storage:
-        await storage.list_checkpoints(workflow_name="w")  # opens the store
+        # a first save opens the stores and registers the context, so the next one is one write
+        await storage.save(WorkflowCheckpoint(workflow_name="w", graph_signature_hash="h"))
         emu.reset_counts()
         emu.inject("*", status=503, times=None)
         with pytest.raises(WorkflowCheckpointException, match="HTTP 503"):
