@@ -67,6 +67,21 @@ class _Loop(Executor):
         await ctx.send_message({"i": count, "note": message["note"]})
 
 
+def loop_workflow(supersteps: int, storage: Any) -> Any:
+    """The workflow every MAF section runs: one executor looping ``supersteps`` times."""
+    loop = _Loop(supersteps)
+    return (
+        WorkflowBuilder(
+            name=WORKFLOW,
+            start_executor=loop,
+            max_iterations=supersteps + 10,
+            checkpoint_storage=storage,
+        )
+        .add_edge(loop, loop)
+        .build()
+    )
+
+
 class Subject:
     """One storage to measure: how to open it and what it counts."""
 
@@ -182,17 +197,7 @@ async def run(subject: Subject, scale: dict[str, Any]) -> dict[str, Any]:
     written = 0
     for rep in range(scale["reps"] + 1):  # the first run warms imports and clients up
         async with subject.open(f"run-{rep}") as storage:
-            loop = _Loop(supersteps)
-            workflow = (
-                WorkflowBuilder(
-                    name=WORKFLOW,
-                    start_executor=loop,
-                    max_iterations=supersteps + 10,
-                    checkpoint_storage=storage,
-                )
-                .add_edge(loop, loop)
-                .build()
-            )
+            workflow = loop_workflow(supersteps, storage)
             subject.reset()
             start = time.perf_counter()
             result = await workflow.run({"i": 0, "note": payload})

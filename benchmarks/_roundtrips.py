@@ -286,9 +286,7 @@ async def _maf_storage(key: str, clock: _Clock, context_id: str) -> AsyncIterato
 
 async def _maf(key: str, scale: dict[str, Any], clock: _Clock) -> dict[str, Any]:
     """Workflow runs on one context: the first opens it (store creation), the rest are timed."""
-    from agent_framework import WorkflowBuilder
-
-    from ._maf import WORKFLOW, _Loop
+    from ._maf import loop_workflow
 
     supersteps = scale["supersteps"]
     out: dict[str, Any] = {"supersteps": supersteps, "runs": scale["runs"], "delays": {}}
@@ -300,17 +298,7 @@ async def _maf(key: str, scale: dict[str, Any], clock: _Clock) -> dict[str, Any]
         async with _maf_storage(key, clock, f"rt-{delay_ms}") as storage:
             clock.set_delay(delay_ms / 1000)
             for run in range(scale["runs"] + 1):
-                loop = _Loop(supersteps)
-                workflow = (
-                    WorkflowBuilder(
-                        name=WORKFLOW,
-                        start_executor=loop,
-                        max_iterations=supersteps + 10,
-                        checkpoint_storage=storage,
-                    )
-                    .add_edge(loop, loop)
-                    .build()
-                )
+                workflow = loop_workflow(supersteps, storage)
                 clock.clear()
                 start = time.perf_counter()
                 await workflow.run({"i": 0, "note": "x" * scale["payload"]})
