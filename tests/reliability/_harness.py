@@ -31,7 +31,7 @@ from foundry_checkpoint._langgraph._records import (
     unpack_checkpoint,
 )
 
-from ._worker import GraphState, read_side_log, thread_config
+from ._worker import GraphState, done_marker, read_side_log, thread_config
 
 REPO = Path(__file__).resolve().parents[2]
 WORKER_MODULE = "tests.reliability._worker"
@@ -87,7 +87,24 @@ def run_worker(
     code = proc.exitcode
     proc.close()
     assert code is not None
+    if code == _STATUS_LOST:
+        return _recovered_status(job)
     return code
+
+
+# The fork server reports 255 when it could not pass a child's status on (its status pipe
+# broke; CPython's popen_forkserver). Under load this happens, rarely, to a worker that
+# killed itself or finished. The worker's own files tell which: a traceback means it failed
+# (1), the done marker that it finished (0), neither that it died by SIGKILL.
+_STATUS_LOST = 255
+
+
+def _recovered_status(job: Mapping[str, Any]) -> int:
+    if Path(job["error_file"]).exists():
+        return 1
+    if done_marker(job).exists():
+        return 0
+    return -signal.SIGKILL
 
 
 def _kill_after(proc: BaseProcess, job: Mapping[str, Any], external: ExternalKill) -> None:

@@ -184,12 +184,22 @@ def _client_kwargs(job: Job) -> dict[str, Any]:
 
 
 def _guarded(job: Job, body: Callable[[], None]) -> None:
-    """Run ``body``; on an exception write the traceback to ``job["error_file"]`` and exit 1."""
+    """Run ``body``; on an exception write the traceback to ``job["error_file"]`` and exit 1.
+
+    A body that returns leaves :func:`done_marker` behind, which tells a finished worker from a
+    killed one when the fork server loses the exit status (see ``_harness.run_worker``).
+    """
     try:
         body()
     except BaseException:
         Path(job["error_file"]).write_text(traceback.format_exc())
         os._exit(1)
+    done_marker(job).touch()
+
+
+def done_marker(job: Job) -> Path:
+    """The file a worker whose body returned leaves beside its error file."""
+    return Path(job["error_file"]).with_suffix(".done")
 
 
 class _KillingSpill(LocalSpill):
