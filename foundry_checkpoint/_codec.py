@@ -64,7 +64,7 @@ import zlib
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, Final, TypeAlias
 
-from ._offload import offload
+from ._offload import OFFLOAD_BYTES, offload
 from ._store._limits import MAX_VALUE_BYTES as ITEM_LIMIT
 from .errors import CheckpointTooLargeError, CorruptPayloadError, MissingBlobError
 from .spill import SpillStore
@@ -80,6 +80,7 @@ __all__ = [
     "decode",
     "encode",
     "encode_inline",
+    "encode_now",
     "spilled_digest",
 ]
 
@@ -187,6 +188,62 @@ def _inline_value(codec: str, payload: bytes, data: str) -> dict[str, Any]:
     return value
 
 
+def _packed(
+    payload: bytes,
+    key: str,
+    tags: Mapping[str, str] | None,
+    fields: Mapping[str, str],
+    compress: bool,
+) -> tuple[dict[str, Any] | None, str, bytes]:
+    """The CPU work of :func:`encode`: ``(inline value, codec, stored bytes)``, the value None
+    when the payload does not fit inline (it spills, as ``stored``).
+
+    The payload is compressed at the fast level up to :data:`_FAST_UP_TO` bytes, and again at
+    level 6 only when that misses the budget.
+    """
+    if not compress:
+        raw = {**_inline_value(_RAW, payload, ""), **fields}
+        if _request_size(key, raw, tags) + _b64_len(len(payload)) <= INLINE_BUDGET:
+            raw["d"] = base64.b64encode(payload).decode("ascii")
+            return raw, _RAW, payload
+    fast = len(payload) <= _FAST_UP_TO
+    codec, stored = _pack(payload, _LEVEL if fast else _TIGHT_LEVEL)
+    skeleton = {**_inline_value(codec, payload, ""), **fields}
+    inline_size = _request_size(key, skeleton, tags) + _b64_len(len(stored))
+    if codec == _ZLIB and inline_size > INLINE_BUDGET and fast:
+        # Level 6 before spilling: it may still fit.
+        codec, stored = _pack(payload, _TIGHT_LEVEL)
+        skeleton = {**_inline_value(codec, payload, ""), **fields}
+        inline_size = _request_size(key, skeleton, tags) + _b64_len(len(stored))
+    if inline_size <= INLINE_BUDGET and (codec == _RAW or len(payload) <= INFLATE_LIMIT):
+        skeleton["d"] = base64.b64encode(stored).decode("ascii")
+        return skeleton, codec, stored
+    return None, codec, stored
+
+
+def encode_now(
+    payload: bytes,
+    *,
+    key: str,
+    tags: Mapping[str, str] | None,
+    extra: Mapping[str, str] | None,
+    compress: bool = True,
+) -> dict[str, Any] | None:
+    """:func:`encode`'s inline value when it needs no worker thread (the payload is under
+    :data:`~foundry_checkpoint._offload.OFFLOAD_BYTES`) and no spill store; else None.
+
+    Example:
+        >>> encode_now(b"hello", key="k", tags=None, extra={"id": "t"}, compress=False)["id"]
+        't'
+        >>> encode_now(b"x" * OFFLOAD_BYTES, key="k", tags=None, extra=None) is None
+        True
+    """
+    if len(payload) >= OFFLOAD_BYTES:
+        return None
+    value, _, _ = _packed(bytes(payload), key, tags, _check_extra(extra), compress)
+    return value
+
+
 def encode_inline(payload: bytes) -> dict[str, Any]:
     """The inline item value for ``payload``, whatever its size (no budget check).
 
@@ -261,26 +318,13 @@ async def encode(
             "limit of one stored value. Keep large data outside the checkpointed state (store "
             "it elsewhere and keep a reference in the state). Nothing was written."
         )
-    if not compress:
-        raw = {**_inline_value(_RAW, payload, ""), **fields}
-        if _request_size(key, raw, tags) + _b64_len(len(payload)) <= INLINE_BUDGET:
-            text = await offload(len(payload), lambda: base64.b64encode(payload).decode("ascii"))
-            raw["d"] = text
-            return raw
-    fast = len(payload) <= _FAST_UP_TO
-    level = _LEVEL if fast else _TIGHT_LEVEL
-    codec, stored = await offload(len(payload), lambda: _pack(payload, level))
-
-    skeleton = {**_inline_value(codec, payload, ""), **fields}
-    inline_size = _request_size(key, skeleton, tags) + _b64_len(len(stored))
-    if codec == _ZLIB and inline_size > INLINE_BUDGET and fast:
-        # Level 6 before spilling: it may still fit.
-        codec, stored = await offload(len(payload), lambda: _pack(payload, _TIGHT_LEVEL))
-        skeleton = {**_inline_value(codec, payload, ""), **fields}
-        inline_size = _request_size(key, skeleton, tags) + _b64_len(len(stored))
-    if inline_size <= INLINE_BUDGET and (codec == _RAW or len(payload) <= INFLATE_LIMIT):
-        skeleton["d"] = await offload(len(stored), lambda: base64.b64encode(stored).decode("ascii"))
-        return skeleton
+    value, codec, stored = await offload(
+        len(payload), lambda: _packed(payload, key, tags, fields, compress)
+    )
+    if value is not None:
+        return value
+    inline_size = _request_size(key, {**_inline_value(codec, payload, ""), **fields}, tags)
+    inline_size += _b64_len(len(stored))
 
     if spill is None or namespace is None:
         missing = "no spill store" if spill is None else "no spill namespace"

@@ -83,12 +83,13 @@ whether values are compressed and where large values go. Nothing here asks which
 from __future__ import annotations
 
 import asyncio
+import functools
 import secrets
 import time
 from collections.abc import Awaitable, Callable, Coroutine, Mapping
 from contextvars import ContextVar
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Final, Literal, TypeVar, overload
+from typing import TYPE_CHECKING, Any, Final, Literal, TypeVar, cast, overload
 
 from azure.ai.agentserver.core import (
     FoundryAgentRequestContext,
@@ -114,7 +115,14 @@ from ._store._naming import (
     store_name,
     unescape,
 )
-from ._store._protocol import ItemKey, ItemRef, RanksByTag, StateStoreLike, StoredItem
+from ._store._protocol import (
+    ItemKey,
+    ItemRef,
+    RanksByTag,
+    StateStoreLike,
+    StoredItem,
+    WritesSoon,
+)
 from .errors import (
     FoundryCheckpointError,
     MissingBlobError,
@@ -230,6 +238,13 @@ async def newest_item(
         return await store.get_item(key.key)
 
     return await read_newest(find, read)
+
+
+@functools.cache
+def _writes_soon(client: type) -> bool:
+    """Whether a client class takes writes from any loop (``WritesSoon``), asked once per
+    class (a protocol check on an object costs more than a small write saves)."""
+    return issubclass(client, WritesSoon)
 
 
 class Scope:
@@ -454,6 +469,36 @@ class Scope:
         ref, _ = await together(self.store.set_item(key, value, tags=tags), self.touch())
         return ref
 
+    def put_now(
+        self,
+        key: str,
+        payload: bytes,
+        *,
+        tags: Mapping[str, str] | None = None,
+        extra: Mapping[str, str] | None = None,
+    ) -> Awaitable[ItemRef] | None:
+        """:meth:`encode` and :meth:`put` started at once, on the calling thread, when nothing
+        in them has to wait: the store takes writes from any loop (``WritesSoon``), its client
+        is cached, no touch is due, and the value is small enough to encode inline.
+
+        Called from the adapter's caller, off the private loop: a write skips both hops to that
+        loop and back. Nothing here changes the core's caches (it only reads them). The write
+        goes on when the caller stops waiting, as a shielded one does; the exit of the
+        interpreter waits for it.
+
+        Returns:
+            What to await for the write's reference; None when a condition does not hold
+            (nothing was started: run :meth:`encode` and :meth:`put` on the private loop).
+        """
+        store = self._pinned or self.core.cached_client(self._name, self.caller.partition)
+        if store is None or not _writes_soon(type(store)) or self._touch_due():
+            return None
+        compress = self.core.backend.compresses
+        value = _codec.encode_now(payload, key=key, tags=tags, extra=extra, compress=compress)
+        if value is None:
+            return None
+        return cast(WritesSoon, store).put_soon(key, value, tags=tags)
+
     async def keys(self, tags: Mapping[str, str] | None = None) -> list[ItemKey]:
         """Every key of this scope matching ``tags`` (all pages)."""
         return await all_keys(self.store, tags)
@@ -668,6 +713,11 @@ class CheckpointCore:
                 self._scopes.put(key, found)
         return found
 
+    def cached_scope(self, scope_id: str | None, call: Call) -> Scope | None:
+        """The :class:`Scope` of ``scope_id`` for ``call`` when this core already opened it;
+        changes no cache (safe off the private loop: see :meth:`Scope.put_now`)."""
+        return self._scopes.peek((call.caller.key, scope_id))
+
     def _open_already(self, part: str, caller: Caller) -> bool:
         """Whether the store ``part`` names under the prefix is open (or checked) for
         ``caller``: opening it again sends nothing."""
@@ -775,6 +825,10 @@ class CheckpointCore:
         del self._opening[key]
         pending.set_result(store)
         return store
+
+    def cached_client(self, name: str, partition: str) -> StateStoreLike | None:
+        """The cached client of a store, or None; changes no cache (safe off the loop)."""
+        return self._stores.peek((name, partition))
 
     def client(self, name: str, partition: str) -> StateStoreLike:
         """The cached client of a store already opened (checked) by this core; no I/O.

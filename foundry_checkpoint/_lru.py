@@ -45,6 +45,11 @@ class Lru(Generic[K, V]):
             self._data.move_to_end(key)
         return value
 
+    def peek(self, key: K) -> V | None:
+        """The value of ``key``, or None, leaving the order as it is: one atomic dict read, so
+        safe from a thread other than the one that changes the mapping."""
+        return self._data.get(key)
+
     def put(self, key: K, value: V) -> None:
         """Set ``key``; drops the least recently used entry beyond the bound."""
         self._data[key] = value

@@ -19,12 +19,13 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Mapping
+from collections.abc import Awaitable, Mapping
 from typing import Any, Final
 
 from agent_framework import WorkflowCheckpointException
 
 from foundry_checkpoint.adapter import (
+    Call,
     CheckpointCore,
     ItemKey,
     Scope,
@@ -92,6 +93,21 @@ class ContextItems:
         key = checkpoint_key(checkpoint_id)
         value = await scope.encode(key, payload, tags=tags, extra=extra)
         await scope.put(key, value, tags=tags)
+
+    def write_now(
+        self,
+        checkpoint_id: str,
+        payload: bytes,
+        tags: dict[str, str],
+        extra: dict[str, str],
+        call: Call,
+    ) -> Awaitable[object] | None:
+        """:meth:`write` started on the calling thread when the context's store is open and
+        nothing in the write has to wait (``Scope.put_now``); None: run :meth:`write`."""
+        scope = self._core.cached_scope(self.context_id, call)
+        if scope is None:
+            return None
+        return scope.put_now(checkpoint_key(checkpoint_id), payload, tags=tags, extra=extra)
 
     async def _payload(
         self, scope: Scope, key: str, value: Mapping[str, Any], checkpoint_id: str

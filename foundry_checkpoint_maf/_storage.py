@@ -263,8 +263,15 @@ class FoundryCheckpointStorage(Maintenance):
         try:
             payload, tags, extra = _prepared(checkpoint, checkpoint_id, self._allowed)
             # Once started, a save is not cancelled with its caller (a host stopping the
-            # workflow at shutdown): close(), or the exit of the process, waits for it.
-            await self._run(self._items.write(checkpoint_id, payload, tags, extra), shield=True)
+            # workflow at shutdown): close(), or the exit of the process, waits for it. A
+            # save into a context already open starts here when its store allows, without
+            # the two hops to the core's loop and back.
+            call = self._capture()
+            started = self._items.write_now(checkpoint_id, payload, tags, extra, call)
+            if started is None:
+                write = self._items.write(checkpoint_id, payload, tags, extra)
+                started = self._run(write, shield=True, call=call)
+            await started
         except Exception as exc:
             self._save_failures += 1
             if isinstance(exc, WorkflowCheckpointException):

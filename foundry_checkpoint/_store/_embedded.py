@@ -283,15 +283,44 @@ class EngineStore:
         """
         if if_match is not None and require_exists:
             raise InvalidArgumentError("if_match and require_exists are mutually exclusive")
-        header = "*" if require_exists else if_match
+        return await self._run(self._put(key, value, tags, "*" if require_exists else if_match))
 
+    def put_soon(
+        self, key: str, value: JSONObject, *, tags: Mapping[str, str] | None = None
+    ) -> asyncio.Future[RefRecord]:
+        """:meth:`set_item` (no precondition) handed to the engine's thread now, from any
+        event loop; the write runs even when the future is cancelled before it starts.
+
+        Example:
+            >>> async def demo() -> str:
+            ...     store = await EngineStore.get_or_create(
+            ...         StateEngine(), "s", user_isolation=True, item_ttl_seconds=-1)
+            ...     await store.put_soon("a", {"n": 1})
+            ...     item = await store.get_item("a")
+            ...     return item.value["n"] if item else "missing"
+            >>> asyncio.run(demo())
+            1
+        """
+        put = self._put(key, value, tags, None)
+        if self._engine.closed:
+            future: asyncio.Future[RefRecord] = asyncio.get_running_loop().create_future()
+            try:
+                future.set_result(put())
+            except Exception as exc:  # the engine's "closed" error
+                future.set_exception(exc)
+            return future
+        return self._engine.worker.submit(put, keep=True)
+
+    def _put(
+        self, key: str, value: JSONObject, tags: Mapping[str, str] | None, if_match: str | None
+    ) -> Callable[[], RefRecord]:
         def put() -> RefRecord:
             ref, _created = self._engine.put_item(
-                self._name, key, value, tags, user=self._user, if_match=header
+                self._name, key, value, tags, user=self._user, if_match=if_match
             )
             return RefRecord.of(ref)
 
-        return await self._run(put)
+        return put
 
     async def get_item(self, key: str) -> ItemRecord | None:
         """The item, or None when it does not exist, has expired, or the store is gone."""
@@ -403,6 +432,10 @@ class EngineStore:
         return await engine.worker.call(func)
 
 
+def _nothing() -> None:
+    """A call that does nothing: awaited, every call handed over before it has run."""
+
+
 class EmbeddedBackend:
     """The embedded default (``local_backend="sqlite"``): :class:`EngineStore` on the
     process-wide engine of the state root's ``foundry_checkpoint/state.sqlite3``.
@@ -451,4 +484,8 @@ class EmbeddedBackend:
         return EngineStore(default_engine(), name, user=partition)
 
     async def aclose(self) -> None:
-        """Nothing to close: the engine is the process's."""
+        """Wait for the writes already handed to the engine's thread (``put_soon`` ones whose
+        caller stopped waiting included); the engine itself is the process's, left open."""
+        engine = _open_engine(Path(self.location))
+        if engine is not None:
+            await engine.worker.call(_nothing)

@@ -22,6 +22,7 @@ Example:
 from __future__ import annotations
 
 import asyncio
+import atexit
 import contextlib
 import hashlib
 import json
@@ -212,7 +213,14 @@ def _set_wal(conn: sqlite3.Connection) -> None:
             time.sleep(0.01)
 
 
-_Job = tuple[Callable[[], Any], asyncio.AbstractEventLoop, "asyncio.Future[Any]"]
+# A call: the function, the awaiting loop and future, and whether it runs even when its
+# future was cancelled before it started (a write handed over with ``submit(..., keep=True)``).
+_Job = tuple[Callable[[], Any], asyncio.AbstractEventLoop, "asyncio.Future[Any]", bool]
+# What the queue carries: calls, barriers (:meth:`CallThread.drain`) and None (stop).
+_Item = _Job | threading.Event | None
+#: How long the exit of the interpreter waits for the calls handed to every thread.
+DRAIN_AT_EXIT_SECONDS: Final = 10.0
+_DRAIN_POLL: Final = 0.05  # how often a drain looks whether the thread stopped meanwhile
 
 
 class CallThread:
@@ -231,7 +239,9 @@ class CallThread:
     waiting at once; its call still runs if it had started (a SQLite statement cannot be
     interrupted half-way), before every later call, and never runs if it had not (as a hosted
     request that was never sent): a run cancelled at shutdown leaves no write of it behind
-    that it was still waiting to start.
+    that it was still waiting to start. A write handed over with ``submit(func, keep=True)``
+    runs even then, as a shielded write does; the exit of the interpreter waits (at most
+    :data:`DRAIN_AT_EXIT_SECONDS`) for what was handed to every thread.
 
     Args:
         name: The thread's name (it shows in thread dumps).
@@ -255,17 +265,17 @@ class CallThread:
     def __init__(self, name: str) -> None:
         self._name = name
         self._guard = threading.Lock()
-        self._queue: queue.SimpleQueue[_Job | None] | None = None
+        self._queue: queue.SimpleQueue[_Item] | None = None
         self._thread: threading.Thread | None = None
         self._pid = 0
 
-    def _jobs(self) -> queue.SimpleQueue[_Job | None]:
+    def _jobs(self) -> queue.SimpleQueue[_Item]:
         jobs = self._queue
         if jobs is not None and self._pid == os.getpid():
             return jobs
         with self._guard:
             if self._queue is None or self._pid != os.getpid():
-                fresh: queue.SimpleQueue[_Job | None] = queue.SimpleQueue()
+                fresh: queue.SimpleQueue[_Item] = queue.SimpleQueue()
                 thread = threading.Thread(
                     target=_serve, args=(fresh,), name=self._name, daemon=True
                 )
@@ -273,6 +283,7 @@ class CallThread:
                 # An engine dropped without close() does not leave its thread behind.
                 weakref.finalize(self, fresh.put, None)
                 self._queue, self._thread, self._pid = fresh, thread, os.getpid()
+                _LIVE.add(self)
             return self._queue
 
     async def call(self, func: Callable[[], _T]) -> _T:
@@ -284,10 +295,49 @@ class CallThread:
         Returns:
             What ``func`` returned; what it raised propagates unchanged.
         """
+        return await self.submit(func)
+
+    def submit(self, func: Callable[[], _T], *, keep: bool = False) -> asyncio.Future[_T]:
+        """Hand ``func`` to the thread now; the future (of the running loop) gets its outcome.
+
+        Args:
+            func: The blocking work, taking no arguments.
+            keep: Run ``func`` even when the future is cancelled before it starts (a write
+                its caller stopped waiting for, as with a shielded one).
+
+        Returns:
+            The future of what ``func`` returns (or raises).
+        """
         loop = asyncio.get_running_loop()
         future: asyncio.Future[_T] = loop.create_future()
-        self._jobs().put((func, loop, future))
-        return await future
+        self._jobs().put((func, loop, future, keep))
+        return future
+
+    def drain(self, timeout: float) -> bool:
+        """Wait, blocking, until every call handed to the thread so far has run.
+
+        Args:
+            timeout: At most this many seconds.
+
+        Returns:
+            False when calls were still waiting after ``timeout``; True otherwise (also when
+            the thread is not running, or this is the thread itself).
+        """
+        with self._guard:
+            jobs, thread = self._queue, self._thread
+        if jobs is None or thread is None or self._pid != os.getpid():
+            return True
+        if thread is threading.current_thread():
+            return True
+        done = threading.Event()
+        jobs.put(done)
+        deadline = time.monotonic() + timeout
+        while not done.wait(min(_DRAIN_POLL, max(deadline - time.monotonic(), 0.0))):
+            if not thread.is_alive():  # stopped (closed or finalized): what came before ran
+                return True
+            if time.monotonic() >= deadline:
+                return False
+        return True
 
     def close(self) -> None:
         """Stop the thread once the calls already handed to it ran; idempotent.
@@ -304,15 +354,18 @@ class CallThread:
             thread.join()
 
 
-def _serve(jobs: queue.SimpleQueue[_Job | None]) -> None:
+def _serve(jobs: queue.SimpleQueue[_Item]) -> None:
     """The body of a :class:`CallThread`: run each job, send its outcome to its loop."""
     while True:
         job = jobs.get()
         if job is None:
             return
-        func, loop, future = job
+        if isinstance(job, threading.Event):  # a barrier: everything before it has run
+            job.set()
+            continue
+        func, loop, future, keep = job
         del job
-        if future.cancelled():  # its caller went away before it started: it does not run
+        if future.cancelled() and not keep:  # its caller went away before it started
             del func, loop, future
             continue
         try:
@@ -325,6 +378,21 @@ def _serve(jobs: queue.SimpleQueue[_Job | None]) -> None:
         with contextlib.suppress(RuntimeError):  # the loop closed meanwhile: nobody waits
             loop.call_soon_threadsafe(_settle, future, outcome)
         del future, outcome, loop
+
+
+_LIVE: weakref.WeakSet[CallThread] = weakref.WeakSet()
+
+
+@atexit.register
+def _drain_at_exit() -> None:
+    """At interpreter exit, let the calls handed to every thread run (bounded, shared).
+
+    The threads are daemons, which die with the interpreter: a write whose caller stopped
+    waiting for it (``submit(..., keep=True)``) would be lost with a call still queued.
+    """
+    deadline = time.monotonic() + DRAIN_AT_EXIT_SECONDS
+    for worker in list(_LIVE):
+        worker.drain(max(deadline - time.monotonic(), 0.0))
 
 
 def _settle(future: asyncio.Future[Any], outcome: tuple[bool, Any]) -> None:

@@ -11,7 +11,7 @@ call itself.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Mapping, Sequence
 from typing import Any, Protocol, runtime_checkable
 
 from azure.ai.agentserver.core.storage import (
@@ -30,6 +30,7 @@ __all__ = [
     "RanksByTag",
     "StateStoreLike",
     "StoredItem",
+    "WritesSoon",
 ]
 
 
@@ -154,6 +155,23 @@ class RanksByTag(Protocol):
         """Every item carrying ``tags`` whose tag ``by`` has one of the ``count`` greatest
         values (string order, below ``below`` when given) among the items carrying ``tags``
         and ``among``; empty when there is none."""
+        ...
+
+
+@runtime_checkable
+class WritesSoon(Protocol):
+    """A store that takes a write from any event loop, without a hop to the adapter's loop.
+
+    The embedded store does (its engine's thread answers whichever loop handed it a call); a
+    hosted client is bound to the loop it was built on. The core checks for it on the writes
+    that need nothing else first (:meth:`foundry_checkpoint._core.Scope.put_now`).
+    """
+
+    def put_soon(
+        self, key: str, value: JSONObject, *, tags: Mapping[str, str] | None = None
+    ) -> Awaitable[ItemRef]:
+        """Start writing the item now (no precondition); the write goes on even when the
+        future is cancelled, and the future settles once it is committed."""
         ...
 
 

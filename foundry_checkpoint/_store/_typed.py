@@ -69,6 +69,7 @@ from ._protocol import (
     RanksByTag,
     StateStoreLike,
     StoredItem,
+    WritesSoon,
 )
 
 __all__ = ["TypedErrors", "typed", "typed_error"]
@@ -257,6 +258,21 @@ class _RankedTypedErrors(TypedErrors):
         )
 
 
+class _SoonTypedErrors(_RankedTypedErrors):
+    """:class:`_RankedTypedErrors` of a store that also takes writes from any loop
+    (``WritesSoon``: the embedded store)."""
+
+    def __init__(self, inner: StateStoreLike) -> None:
+        super().__init__(inner)
+        self._soon = cast(WritesSoon, inner)
+
+    def put_soon(
+        self, key: str, value: JSONObject, *, tags: Mapping[str, str] | None = None
+    ) -> Awaitable[ItemRef]:
+        """Start the write now (see ``WritesSoon``); awaiting it raises typed errors."""
+        return self._call(self._soon.put_soon(key, value, tags=tags))
+
+
 def typed(store: StateStoreLike) -> StateStoreLike:
     """``store`` with typed errors (ranking by tag still, when it does).
 
@@ -277,5 +293,6 @@ def typed(store: StateStoreLike) -> StateStoreLike:
     if isinstance(store, TypedErrors):
         return store
     if isinstance(store, RanksByTag):
-        return _RankedTypedErrors(store)
+        both = isinstance(store, WritesSoon)
+        return _SoonTypedErrors(store) if both else _RankedTypedErrors(store)
     return TypedErrors(store)

@@ -186,3 +186,45 @@ async def test_the_shared_engine_is_opened_off_the_loop(
         assert engine.path is not None and engine.path.is_file()
     finally:
         engine.close()
+
+
+async def test_a_kept_call_runs_although_its_caller_went_away_before_it_started() -> None:
+    """``submit(keep=True)``: a write handed over goes on when its caller stops waiting, as a
+    shielded write does, while a plain call queued behind the same slow call is dropped."""
+    worker = CallThread("ct-keep")
+    release = threading.Event()
+    order: list[str] = []
+    try:
+        slow = worker.submit(lambda: release.wait(5))
+        kept = worker.submit(lambda: order.append("kept"), keep=True)
+        dropped = worker.submit(lambda: order.append("dropped"))
+        kept.cancel()
+        dropped.cancel()
+        release.set()
+        await slow
+        await worker.call(lambda: order.append("later"))
+    finally:
+        release.set()
+        worker.close()
+    assert order == ["kept", "later"]
+
+
+def test_drain_waits_for_every_call_handed_over_and_is_bounded() -> None:
+    worker = CallThread("ct-drain")
+    release = threading.Event()
+    ran: list[str] = []
+
+    async def hand_over() -> None:
+        worker.submit(lambda: release.wait(5), keep=True)
+        worker.submit(lambda: ran.append("after the slow one"), keep=True)
+
+    try:
+        asyncio.run(hand_over())  # the loop is gone: nobody awaits the calls
+        assert worker.drain(0.1) is False  # still blocked behind the slow call
+        release.set()
+        assert worker.drain(5) is True
+        assert ran == ["after the slow one"]
+    finally:
+        release.set()
+        worker.close()
+    assert worker.drain(0.1) is True  # not running: nothing to wait for
