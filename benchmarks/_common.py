@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import inspect
 import json
 import os
 import resource
@@ -89,6 +90,7 @@ class LocalCounters:
         "get": "get_store",
         "create_item": "create_item",
         "set_item": "put_item",
+        "put_soon": "put_item",  # the embedded store's write started from the caller's loop
         "get_item": "get_item",
         "delete_item": "delete_item",
         "list_keys": "list_keys",
@@ -202,6 +204,13 @@ class LocalCounters:
     def _wrapper(self, original: Callable[..., Any], wire: str, *, sdk: bool) -> Callable[..., Any]:
         counters = self
         measure = sdk and wire in ("put_item", "create_item")
+        if not inspect.iscoroutinefunction(original):  # put_soon: starts the write when called
+
+            def started(store: Any, *args: Any, **kwargs: Any) -> Any:
+                counters.requests[wire] += 1
+                return original(store, *args, **kwargs)
+
+            return started
 
         async def wrapped(store: Any, *args: Any, **kwargs: Any) -> Any:
             counters.requests[wire] += 1

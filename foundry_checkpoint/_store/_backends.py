@@ -239,8 +239,8 @@ async def open_isolated(
         create: Create the store (isolated) when it does not exist; else only look.
 
     The descriptor checked is the one the open answered with when the client holds it
-    (:class:`~._protocol.Described`: the hosted open reads or creates the store, and a create
-    answers with the descriptor), else one ``get()``.
+    (:class:`~._protocol.Described`: the hosted and the embedded opens read or create the
+    store, and a create answers with the descriptor), else one ``get()``.
 
     Returns:
         The client, or None when ``create`` is False and the store does not exist.
@@ -253,7 +253,7 @@ async def open_isolated(
         return None
     try:
         try:
-            # The hosted open already read (or created) the store: its answer is checked.
+            # The open already read (or created) the store: its answer is checked.
             known = store.opened_descriptor if isinstance(store, Described) else None
             descriptor = known if known is not None else await store.get()
         except FoundryStorageNotFoundError:

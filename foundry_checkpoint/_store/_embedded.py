@@ -30,7 +30,7 @@ import os
 import threading
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from azure.ai.agentserver.core import FoundryAgentRequestContext
 from azure.ai.agentserver.core.storage import (
@@ -47,6 +47,7 @@ from foundry_checkpoint.errors import InvalidArgumentError
 
 from ._backend import DEFAULT_USER, BackendSettings, Caller, local_caller
 from ._engine import StateEngine
+from ._engine_db import DRAIN_SECONDS
 from ._limits import DEFAULT_ROOT_DIRNAME, STATE_ROOT_ENV
 from ._protocol import StateStoreLike
 from ._records import ItemRecord, KeyRecord, PageRecord, RefRecord
@@ -196,6 +197,8 @@ class EngineStore:
         self._engine = engine
         self._name = name
         self._user = user
+        #: The descriptor :meth:`get_or_create` read or created (None: not opened that way).
+        self.opened_descriptor: StateStore | None = None
 
     @classmethod
     async def get_or_create(
@@ -210,26 +213,27 @@ class EngineStore:
     ) -> EngineStore:
         """Bind ``name``, creating the store when it does not exist.
 
-        Like the SDK, an existing store keeps its own settings: check :meth:`get` when you
-        depend on ``user_isolation`` or ``item_ttl_seconds``.
+        Like the SDK, an existing store keeps its own settings: its descriptor, as read or
+        created, is :attr:`opened_descriptor` (``Described``), which the isolation check reads
+        instead of asking again.
         """
         store = cls(engine, name, user=user)
 
-        def get_or_create() -> None:
+        def get_or_create() -> dict[str, Any]:
             try:
-                engine.get_store(name)
+                return engine.get_store(name)
             except FoundryStorageNotFoundError:
                 try:
-                    engine.create_store(
+                    return engine.create_store(
                         name,
                         user_isolation=user_isolation,
                         item_ttl_seconds=item_ttl_seconds,
                         description=description,
                     )
                 except FoundryStorageConflictError:
-                    engine.get_store(name)
+                    return engine.get_store(name)
 
-        await store._run(get_or_create)
+        store.opened_descriptor = StateStore(await store._run(get_or_create))
         return store
 
     @property
@@ -432,10 +436,6 @@ class EngineStore:
         return await engine.worker.call(func)
 
 
-def _nothing() -> None:
-    """A call that does nothing: awaited, every call handed over before it has run."""
-
-
 class EmbeddedBackend:
     """The embedded default (``local_backend="sqlite"``): :class:`EngineStore` on the
     process-wide engine of the state root's ``foundry_checkpoint/state.sqlite3``.
@@ -488,4 +488,4 @@ class EmbeddedBackend:
         caller stopped waiting included); the engine itself is the process's, left open."""
         engine = _open_engine(Path(self.location))
         if engine is not None:
-            await engine.worker.call(_nothing)
+            await asyncio.to_thread(engine.worker.drain, DRAIN_SECONDS)

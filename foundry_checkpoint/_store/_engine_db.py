@@ -218,8 +218,8 @@ def _set_wal(conn: sqlite3.Connection) -> None:
 _Job = tuple[Callable[[], Any], asyncio.AbstractEventLoop, "asyncio.Future[Any]", bool]
 # What the queue carries: calls, barriers (:meth:`CallThread.drain`) and None (stop).
 _Item = _Job | threading.Event | None
-#: How long the exit of the interpreter waits for the calls handed to every thread.
-DRAIN_AT_EXIT_SECONDS: Final = 10.0
+#: How long a close, and the exit of the interpreter, wait for the calls handed to the threads.
+DRAIN_SECONDS: Final = 10.0
 _DRAIN_POLL: Final = 0.05  # how often a drain looks whether the thread stopped meanwhile
 
 
@@ -241,7 +241,7 @@ class CallThread:
     request that was never sent): a run cancelled at shutdown leaves no write of it behind
     that it was still waiting to start. A write handed over with ``submit(func, keep=True)``
     runs even then, as a shielded write does; the exit of the interpreter waits (at most
-    :data:`DRAIN_AT_EXIT_SECONDS`) for what was handed to every thread.
+    :data:`DRAIN_SECONDS`) for what was handed to every thread.
 
     Args:
         name: The thread's name (it shows in thread dumps).
@@ -280,8 +280,10 @@ class CallThread:
                     target=_serve, args=(fresh,), name=self._name, daemon=True
                 )
                 thread.start()
-                # An engine dropped without close() does not leave its thread behind.
-                weakref.finalize(self, fresh.put, None)
+                # An engine dropped without close() does not leave its thread behind; at the
+                # exit of the interpreter the thread stays until what it holds has run
+                # (``_drain_at_exit``, and the loops' flush, may still hand it calls).
+                weakref.finalize(self, fresh.put, None).atexit = False
                 self._queue, self._thread, self._pid = fresh, thread, os.getpid()
                 _LIVE.add(self)
             return self._queue
@@ -390,9 +392,10 @@ def _drain_at_exit() -> None:
     The threads are daemons, which die with the interpreter: a write whose caller stopped
     waiting for it (``submit(..., keep=True)``) would be lost with a call still queued.
     """
-    deadline = time.monotonic() + DRAIN_AT_EXIT_SECONDS
+    deadline = time.monotonic() + DRAIN_SECONDS
     for worker in list(_LIVE):
         worker.drain(max(deadline - time.monotonic(), 0.0))
+
 
 
 def _settle(future: asyncio.Future[Any], outcome: tuple[bool, Any]) -> None:

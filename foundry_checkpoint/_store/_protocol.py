@@ -180,7 +180,8 @@ class Described(Protocol):
     """A client that may already hold its store's descriptor, from the open that built it.
 
     The hosted client's open reads the descriptor (a GET) or creates the store (whose answer is
-    the descriptor), so the isolation check after the open needs no request of its own.
+    the descriptor), and so does the embedded store's ``get_or_create``, so the isolation check
+    after the open needs no request of its own.
     """
 
     @property
