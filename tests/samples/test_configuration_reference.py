@@ -39,13 +39,20 @@ def _constructors() -> dict[str, Callable[..., Any]]:
     from foundry_checkpoint import AzureBlobSpill, FoundryCheckpointer, FoundryStore, LocalSpill
     from foundry_checkpoint.emulator import FoundryEmulator
     from foundry_checkpoint_autogen import AutoGenStateStore
-    from foundry_checkpoint_maf import FoundryCheckpointStorage, FoundryCheckpointStorageProvider
+    from foundry_checkpoint_maf import (
+        FoundryCheckpointStorage,
+        FoundryCheckpointStorageProvider,
+        FoundryHistoryProvider,
+        FoundrySessionStore,
+    )
 
     return {
         "FoundryCheckpointer": FoundryCheckpointer,
         "FoundryStore": FoundryStore,
         "FoundryCheckpointStorage": FoundryCheckpointStorage,
         "FoundryCheckpointStorageProvider": FoundryCheckpointStorageProvider,
+        "FoundryHistoryProvider": FoundryHistoryProvider,
+        "FoundrySessionStore": FoundrySessionStore,
         "AutoGenStateStore": AutoGenStateStore,
         "LocalSpill": LocalSpill,
         "AzureBlobSpill": AzureBlobSpill,
