@@ -323,11 +323,11 @@ async def encode(
     )
     if value is not None:
         return value
-    inline_size = _request_size(key, {**_inline_value(codec, payload, ""), **fields}, tags)
-    inline_size += _b64_len(len(stored))
 
     if spill is None or namespace is None:
         missing = "no spill store" if spill is None else "no spill namespace"
+        inline_size = _request_size(key, {**_inline_value(codec, payload, ""), **fields}, tags)
+        inline_size += _b64_len(len(stored))
         raise CheckpointTooLargeError(
             f"{where} is too large for one state-store item: the create request would be "
             f"{inline_size:,} bytes (payload {len(payload):,} bytes, {codec} encoded), over the "

@@ -329,7 +329,7 @@ class CallThread:
             jobs, thread = self._queue, self._thread
         if jobs is None or thread is None or self._pid != os.getpid():
             return True
-        if thread is threading.current_thread():
+        if thread is threading.current_thread():  # waiting for itself would never end
             return True
         done = threading.Event()
         jobs.put(done)
@@ -395,7 +395,6 @@ def _drain_at_exit() -> None:
     deadline = time.monotonic() + DRAIN_SECONDS
     for worker in list(_LIVE):
         worker.drain(max(deadline - time.monotonic(), 0.0))
-
 
 
 def _settle(future: asyncio.Future[Any], outcome: tuple[bool, Any]) -> None:
